@@ -1,0 +1,111 @@
+"""The ``agentlat`` command line: server, bring-up and (from the other packages) their tools."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from agentlat import __version__
+from agentlat.errors import AgentlatError
+from rich.console import Console
+from rich.logging import RichHandler
+
+console = Console(stderr=True)
+app = typer.Typer(
+    name="agentlat",
+    help="Latency observability for LLM agents: TTFT, ITL and E2E split into model, tool and "
+    "orchestration time.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+
+HostOpt = Annotated[
+    str | None,
+    typer.Option("--host", help="Address to bind [env AGENTLAT_HOST; default 127.0.0.1]."),
+]
+PortOpt = Annotated[
+    int | None,
+    typer.Option("--port", help="OTLP/HTTP + API port [env AGENTLAT_PORT; default 4318]."),
+]
+DataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data", help="Embedded store directory [env AGENTLAT_DATA; default ./.agentlat/data]."
+    ),
+]
+ClickHouseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--clickhouse",
+        help="ClickHouse server URL, e.g. http://user:pass@host:8123/db, instead of the embedded "
+        "store [env AGENTLAT_CLICKHOUSE_URL].",
+    ),
+]
+LogOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")]
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(name)s: %(message)s",
+        handlers=[RichHandler(console=console, show_path=False, rich_tracebacks=False)],
+        force=True,
+    )
+
+
+@app.command()
+def serve(
+    host: HostOpt = None,
+    port: PortOpt = None,
+    data: DataOpt = None,
+    clickhouse: ClickHouseOpt = None,
+    log_level: LogOpt = "info",
+) -> None:
+    """Run the collector: OTLP/HTTP on /v1/traces and the query API on /api/v1."""
+    from agentlat.collector.server import run_server
+
+    setup_logging(log_level)
+    _run(
+        lambda: run_server(
+            host=host,
+            port=port,
+            data_dir=data,
+            clickhouse_url=clickhouse,
+            log_level=log_level,
+            console=console,
+        )
+    )
+
+
+@app.command()
+def up(
+    port: PortOpt = None,
+    data: DataOpt = None,
+    log_level: LogOpt = "info",
+) -> None:
+    """Bring up the whole product on the embedded store and print where to look."""
+    from agentlat.collector.server import run_server
+
+    setup_logging(log_level)
+    _run(lambda: run_server(port=port, data_dir=data, log_level=log_level, console=console))
+
+
+@app.command()
+def version() -> None:
+    """Print the agentlat version."""
+    typer.echo(__version__)
+
+
+def _run(action) -> None:
+    try:
+        action()
+    except AgentlatError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,78 @@
+"""Server settings: command-line argument, then environment variable, then default."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from agentlat.errors import ConfigError
+
+MIB = 1024 * 1024
+DEFAULT_DATA_DIR = Path(".agentlat/data")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 4318
+    data_dir: Path = DEFAULT_DATA_DIR
+    clickhouse_url: str | None = None
+    wal_dir: Path | None = None
+    max_body_bytes: int = 20 * MIB
+    max_pending_bytes: int = 256 * MIB
+    batch_rows: int = 50_000
+    flush_interval: float = 0.2
+    ttl_days: int = 180
+
+    @property
+    def resolved_wal_dir(self) -> Path:
+        if self.wal_dir is not None:
+            return self.wal_dir
+        if self.clickhouse_url:
+            return Path(".agentlat/wal")
+        return self.data_dir.parent / f"{self.data_dir.name}.wal"
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        """Settings from AGENTLAT_* variables, with explicit (non-None) overrides on top."""
+        env: dict[str, Any] = {}
+        for name, var, parse in _ENV:
+            raw = os.environ.get(var)
+            if raw not in (None, ""):
+                env[name] = _parse(var, raw, parse)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        settings = replace(cls(), **{**env, **given})
+        if settings.clickhouse_url and "data_dir" in given:
+            raise ConfigError("--data and --clickhouse are alternatives; pass one of them")
+        return settings
+
+
+def _parse(var: str, raw: str, parse: type) -> Any:
+    try:
+        return parse(raw)
+    except ValueError:
+        raise ConfigError(f"{var}={raw!r} is not a valid {parse.__name__}") from None
+
+
+_ENV: tuple[tuple[str, str, type], ...] = (
+    ("host", "AGENTLAT_HOST", str),
+    ("port", "AGENTLAT_PORT", int),
+    ("data_dir", "AGENTLAT_DATA", Path),
+    ("clickhouse_url", "AGENTLAT_CLICKHOUSE_URL", str),
+    ("wal_dir", "AGENTLAT_WAL", Path),
+    ("max_body_bytes", "AGENTLAT_MAX_BODY_BYTES", int),
+    ("max_pending_bytes", "AGENTLAT_MAX_PENDING_BYTES", int),
+    ("ttl_days", "AGENTLAT_TTL_DAYS", int),
+)

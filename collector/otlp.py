@@ -1,0 +1,286 @@
+"""OTLP trace payloads (protobuf or JSON) to one columnar Arrow batch of the spans table.
+
+Decoding walks the protobuf messages once and appends straight into per-column lists;
+no per-span record objects are built. Spans with invalid ids are rejected one by one
+(reported as partial success); everything else about a span that is odd is kept and
+flagged in ``IngestFlags``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from agentlat.collector.normalise import derive
+from agentlat.store.schema import SPAN_ARROW_SCHEMA, SPAN_COLUMNS
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
+STATUS_CODES = ("Unset", "Ok", "Error")
+NS_PER_MINUTE = 60 * 1_000_000_000
+MAX_REPORTED_ERRORS = 5
+
+
+class OtlpDecodeError(ValueError):
+    """The payload is not a decodable ExportTraceServiceRequest."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-span limits. Values past them are kept truncated and flagged, not rejected."""
+
+    max_attributes: int = 256
+    max_value_chars: int = 16_384
+    max_events: int = 1_024
+    future_skew_ns: int = 10 * NS_PER_MINUTE
+    past_skew_ns: int = 30 * 24 * 60 * NS_PER_MINUTE
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    batch: pa.Table
+    accepted: int
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def error_message(self) -> str:
+        more = self.rejected - len(self.errors)
+        suffix = f"; and {more} more" if more > 0 else ""
+        return "; ".join(self.errors) + suffix
+
+
+def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise OtlpDecodeError(
+            f"body is not an OTLP ExportTraceServiceRequest protobuf: {exc}"
+        ) from None
+    return request
+
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+_INVALID_ID = base64.b64encode(b"\xff").decode()  # wrong length on purpose: the span is rejected
+
+
+def parse_json(body: bytes) -> ExportTraceServiceRequest:
+    """OTLP/JSON: ids are hex (not protobuf-JSON base64), so they are converted first."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise OtlpDecodeError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise OtlpDecodeError("body must be a JSON object with a resourceSpans array")
+    for span_like in _spans_and_links(document):
+        for key in _ID_FIELDS:
+            if key in span_like:
+                span_like[key] = _hex_to_base64(span_like[key])
+    request = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
+        raise OtlpDecodeError(f"JSON does not match the OTLP trace schema: {exc}") from None
+    return request
+
+
+def _spans_and_links(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for resource_spans in _list(document, "resourceSpans", "resource_spans"):
+        for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
+            for span in _list(scope_spans, "spans"):
+                if isinstance(span, dict):
+                    yield span
+                    yield from (link for link in _list(span, "links") if isinstance(link, dict))
+
+
+def _list(container: Any, *keys: str) -> list[Any]:
+    if not isinstance(container, dict):
+        return []
+    for key in keys:
+        value = container.get(key)
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def _hex_to_base64(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value  # ParseDict reports the wrong type
+    if value == "":
+        return ""
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode()
+    except ValueError:
+        return _INVALID_ID
+
+
+def any_value(value: AnyValue) -> Any:
+    """OTLP AnyValue to a plain Python value (str, int, float, bool, bytes-as-base64, list, dict)."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, kind)
+
+
+def as_text(value: Any) -> str:
+    """How a typed attribute is stored in the exporter schema's Map(String, String)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    if value is None:
+        return ""
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+class _Columns:
+    """Per-column lists the batch is built from."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, list[Any]] = {c.name: [] for c in SPAN_COLUMNS}
+
+    def table(self) -> pa.Table:
+        return pa.table(self.data, schema=SPAN_ARROW_SCHEMA)
+
+
+def _attributes(
+    pairs: Any, limits: Limits, flags: list[str]
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    typed: dict[str, Any] = {}
+    text: list[tuple[str, str]] = []
+    for index, kv in enumerate(pairs):
+        if index >= limits.max_attributes:
+            flags.append("attributes_dropped")
+            break
+        value = any_value(kv.value)
+        rendered = as_text(value)
+        if len(rendered) > limits.max_value_chars:
+            rendered = rendered[: limits.max_value_chars]
+            flags.append(f"truncated:{kv.key}")
+            if isinstance(value, str):
+                value = rendered
+        typed[kv.key] = value
+        text.append((kv.key, rendered))
+    return typed, text
+
+
+def _id_error(span: Any) -> str | None:
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return "trace_id must be 16 non-zero bytes (32 hex characters)"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return "span_id must be 8 non-zero bytes (16 hex characters)"
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return "parent_span_id must be empty or 8 bytes (16 hex characters)"
+    return None
+
+
+def _time_flags(start: int, end: int, received_ns: int, limits: Limits) -> list[str]:
+    flags = []
+    if start == 0:
+        flags.append("missing_start_time")
+    elif start > received_ns + limits.future_skew_ns:
+        flags.append("clock_skew_future")
+    elif start < received_ns - limits.past_skew_ns:
+        flags.append("clock_skew_past")
+    if end < start:
+        flags.append("end_before_start")
+    return flags
+
+
+def to_batch(
+    request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits
+) -> DecodedBatch:
+    cols = _Columns()
+    d = cols.data
+    rejected = 0
+    errors: list[str] = []
+    for resource_spans in request.resource_spans:
+        resource_typed, resource_text = _attributes(resource_spans.resource.attributes, limits, [])
+        service = str(resource_typed.get("service.name") or "unknown_service")
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope
+            for span in scope_spans.spans:
+                problem = _id_error(span)
+                if problem:
+                    rejected += 1
+                    if len(errors) < MAX_REPORTED_ERRORS:
+                        errors.append(f"span {span.name!r}: {problem}")
+                    continue
+                start, end = span.start_time_unix_nano, span.end_time_unix_nano
+                flags = _time_flags(start, end, received_ns, limits)
+                typed, text = _attributes(span.attributes, limits, flags)
+                events = _events(span.events, limits, flags)
+                kind = SPAN_KINDS[span.kind] if span.kind < len(SPAN_KINDS) else "Unspecified"
+                derived, derive_flags = derive(
+                    span.name,
+                    kind,
+                    start,
+                    max(end, start),
+                    typed,
+                    [(n, t, a) for n, t, a, _ in events],
+                )
+                flags.extend(derive_flags)
+                d["Timestamp"].append(start)
+                d["TraceId"].append(span.trace_id.hex())
+                d["SpanId"].append(span.span_id.hex())
+                d["ParentSpanId"].append(span.parent_span_id.hex())
+                d["TraceState"].append(span.trace_state)
+                d["SpanName"].append(span.name)
+                d["SpanKind"].append(kind)
+                d["ServiceName"].append(service)
+                d["ResourceAttributes"].append(resource_text)
+                d["ScopeName"].append(scope.name)
+                d["ScopeVersion"].append(scope.version)
+                d["SpanAttributes"].append(text)
+                d["Duration"].append(max(end - start, 0))
+                d["StatusCode"].append(
+                    STATUS_CODES[span.status.code] if span.status.code < 3 else "Unset"
+                )
+                d["StatusMessage"].append(span.status.message)
+                d["Events.Timestamp"].append([t for _, t, _, _ in events])
+                d["Events.Name"].append([n for n, _, _, _ in events])
+                d["Events.Attributes"].append([text for _, _, _, text in events])
+                _append_links(d, span.links, limits, flags)
+                for name, value in derived.items():
+                    d[name].append(value)
+                d["ProjectId"].append(project)
+                d["IngestFlags"].append(flags)
+    batch = cols.table()
+    return DecodedBatch(batch, accepted=batch.num_rows, rejected=rejected, errors=errors)
+
+
+def _events(
+    events: Any, limits: Limits, flags: list[str]
+) -> list[tuple[str, int, dict[str, Any], list[tuple[str, str]]]]:
+    if len(events) > limits.max_events:
+        flags.append("events_dropped")
+    out = []
+    for event in events[: limits.max_events]:
+        typed, text = _attributes(event.attributes, limits, flags)
+        out.append((event.name, event.time_unix_nano, typed, text))
+    return out
+
+
+def _append_links(d: dict[str, list[Any]], links: Any, limits: Limits, flags: list[str]) -> None:
+    d["Links.TraceId"].append([link.trace_id.hex() for link in links])
+    d["Links.SpanId"].append([link.span_id.hex() for link in links])
+    d["Links.TraceState"].append([link.trace_state for link in links])
+    d["Links.Attributes"].append([_attributes(link.attributes, limits, flags)[1] for link in links])

@@ -1,0 +1,187 @@
+"""From an accepted request to the store: log first, acknowledge, then write in batches.
+
+``submit()`` returns only once a batch is in the write-ahead log, so an acknowledged span
+survives a crash. One writer thread gathers logged batches into inserts of up to
+``batch_rows`` rows (or whatever arrived within ``flush_interval``) and moves the log's
+checkpoint past them once the store has them. While the store is down the writer retries
+with backoff and the log grows; past ``max_pending_bytes`` new requests are refused with a
+retry hint instead of growing memory without bound.
+
+Duplicates: a span is identified by (project, trace id, span id). Replays after a crash and
+client retries may write it twice; the spans table is a ReplacingMergeTree on that key and
+queries read it with FINAL, so it counts once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+from agentlat.collector.wal import Position, WriteAheadLog
+from agentlat.store import Store, StoreError
+from agentlat.store.backends import from_arrow_stream, to_arrow_stream
+
+log = logging.getLogger("agentlat.collector")
+
+
+class Backpressure(Exception):
+    """Too much is waiting for the store; the client should retry after ``retry_after`` s."""
+
+    def __init__(self, reason: str, retry_after: int) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class _Logged:
+    position: Position
+    batch: pa.Table
+    size: int
+
+
+@dataclass(slots=True)
+class PipelineStats:
+    spans_written: int = 0
+    inserts: int = 0
+    store_errors: int = 0
+    last_insert_seconds: float = 0.0
+
+
+class IngestPipeline:
+    def __init__(
+        self,
+        store: Store,
+        wal: WriteAheadLog,
+        *,
+        max_pending_bytes: int = 256 * 1024 * 1024,
+        batch_rows: int = 50_000,
+        flush_interval: float = 0.2,
+    ) -> None:
+        self.store = store
+        self.wal = wal
+        self.max_pending_bytes = max_pending_bytes
+        self.batch_rows = batch_rows
+        self.flush_interval = flush_interval
+        wal.set_listener(self._on_durable)
+        self.stats = PipelineStats()
+        self.store_available = True
+        self._queue: queue.Queue[_Logged] = queue.Queue()
+        self._pending_bytes = 0
+        self._pending_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._writer: threading.Thread | None = None
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._pending_bytes
+
+    def start(self) -> int:
+        """Queue what the log holds past its checkpoint, then start writing. Returns that count."""
+        replayed = 0
+        for position, payload in self.wal.replay(self.wal.checkpoint()):
+            self._enqueue(_Logged(position, from_arrow_stream(payload), len(payload)))
+            replayed += 1
+        if replayed:
+            log.info("replaying %d logged batches not yet in the store", replayed)
+        self._writer = threading.Thread(
+            target=self._write_loop, name="agentlat-writer", daemon=True
+        )
+        self._writer.start()
+        return replayed
+
+    def submit(self, batch: pa.Table) -> None:
+        """Make ``batch`` durable; raise Backpressure when the store is too far behind."""
+        payload = to_arrow_stream(batch)
+        self._reserve(len(payload))
+        try:
+            self.wal.append(payload, token=(batch, len(payload)))
+        except OSError:
+            self._release(len(payload))
+            raise
+
+    def _reserve(self, size: int) -> None:
+        with self._pending_lock:
+            if self._pending_bytes + size > self.max_pending_bytes:
+                reason = (
+                    "the store is unavailable" if not self.store_available else "ingest is behind"
+                )
+                raise Backpressure(f"{reason}; {self._pending_bytes} bytes waiting", retry_after=5)
+            self._pending_bytes += size
+
+    def _release(self, size: int) -> None:
+        with self._pending_lock:
+            self._pending_bytes -= size
+
+    def _on_durable(self, position: Position, token: tuple[pa.Table, int]) -> None:
+        # Called by the log in log order, so the checkpoint never passes a record that is
+        # not in the store yet.
+        batch, size = token
+        self._queue.put(_Logged(position, batch, size))
+
+    def _enqueue(self, item: _Logged) -> None:
+        with self._pending_lock:
+            self._pending_bytes += item.size
+        self._queue.put(item)
+
+    def _write_loop(self) -> None:
+        while not (self._stopping.is_set() and self._queue.empty()):
+            items = self._gather()
+            if items and not self._insert(items):
+                return  # stopping while the store is down: the log keeps them
+            if items:
+                self.wal.save_checkpoint(items[-1].position)
+                self._release(sum(item.size for item in items))
+
+    def _gather(self) -> list[_Logged]:
+        try:
+            first = self._queue.get(timeout=self.flush_interval)
+        except queue.Empty:
+            return []
+        items, rows = [first], first.batch.num_rows
+        deadline = time.monotonic() + self.flush_interval
+        while rows < self.batch_rows:
+            try:
+                item = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            items.append(item)
+            rows += item.batch.num_rows
+        return items
+
+    def _insert(self, items: list[_Logged]) -> bool:
+        table = pa.concat_tables([item.batch for item in items])
+        delay = 0.1
+        while True:
+            started = time.perf_counter()
+            try:
+                self.store.insert_spans(table)
+            except StoreError as exc:
+                self.stats.store_errors += 1
+                if self.store_available:
+                    log.warning("store write failed, retrying with backoff: %s", exc)
+                self.store_available = False
+                if self._stopping.wait(delay):
+                    return False
+                delay = min(delay * 2, 5.0)
+                continue
+            if not self.store_available:
+                log.info("store is writable again")
+            self.store_available = True
+            self.stats.inserts += 1
+            self.stats.spans_written += table.num_rows
+            self.stats.last_insert_seconds = time.perf_counter() - started
+            return True
+
+    def writer_alive(self) -> bool:
+        return self._writer is not None and self._writer.is_alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Write what is queued (while the store answers), then stop the writer."""
+        self._stopping.set()
+        if self._writer is not None:
+            self._writer.join(timeout)
+        self.wal.close()

@@ -1,0 +1,181 @@
+"""OTLP/HTTP trace receiver: ``POST /v1/traces``, answering as the OTLP specification says.
+
+Content type and encoding are checked first (415), the body is read with a size limit
+that also applies after decompression (413), decoding runs off the event loop (400 with a
+google.rpc.Status body when it fails), and the answer is sent only once the spans are in
+the write-ahead log: 200 (with partial_success for rejected spans), or 429/503 with
+Retry-After when the store is too far behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+
+from agentlat.collector.otlp import (
+    DecodedBatch,
+    Limits,
+    OtlpDecodeError,
+    parse_json,
+    parse_protobuf,
+    to_batch,
+)
+from agentlat.collector.pipeline import Backpressure, IngestPipeline
+from fastapi import APIRouter, Request, Response
+from google.protobuf import json_format
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from starlette.concurrency import run_in_threadpool
+
+log = logging.getLogger("agentlat.collector")
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+class RejectedRequest(Exception):
+    def __init__(
+        self, status: int, code: int, message: str, retry_after: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverConfig:
+    max_body_bytes: int
+    limits: Limits
+
+
+def make_router(pipeline: IngestPipeline, config: ReceiverConfig, project_of) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
+    async def export_traces(request: Request) -> Response:
+        media = _media_type(request)
+        try:
+            if media is None:
+                raise RejectedRequest(
+                    415,
+                    code_pb2.INVALID_ARGUMENT,
+                    f"unsupported Content-Type {request.headers.get('content-type')!r}; "
+                    f"send {PROTOBUF} or {JSON}",
+                )
+            project = project_of(request)
+            body = await _read_body(request, config.max_body_bytes)
+            decoded = await run_in_threadpool(_decode, body, media, project, config.limits)
+            if decoded.accepted:
+                await run_in_threadpool(_submit, pipeline, decoded)
+            if decoded.rejected:
+                log.info("rejected %d spans: %s", decoded.rejected, decoded.error_message())
+            return _success(media, decoded)
+        except RejectedRequest as rejected:
+            return _failure(media or JSON, rejected)
+
+    return router
+
+
+def _media_type(request: Request) -> str | None:
+    value = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return value if value in (PROTOBUF, JSON) else None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip", ""):
+        raise RejectedRequest(
+            415,
+            code_pb2.INVALID_ARGUMENT,
+            f"unsupported Content-Encoding {encoding!r}; use gzip or none",
+        )
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    return _gunzip(body, limit) if encoding == "gzip" else body
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise RejectedRequest(
+            400, code_pb2.INVALID_ARGUMENT, f"body is not valid gzip: {exc}"
+        ) from None
+    if len(out) > limit:
+        raise _too_large(limit, after_decompression=True)
+    if not inflater.eof:
+        raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, "gzip body is truncated")
+    return out
+
+
+def _too_large(limit: int, after_decompression: bool = False) -> RejectedRequest:
+    where = " after decompression" if after_decompression else ""
+    return RejectedRequest(
+        413,
+        code_pb2.RESOURCE_EXHAUSTED,
+        f"body is larger than {limit} bytes{where}; send smaller batches "
+        "(OTEL_BSP_MAX_EXPORT_BATCH_SIZE)",
+    )
+
+
+def _decode(body: bytes, media: str, project: str, limits: Limits) -> DecodedBatch:
+    if not body.strip():
+        request = ExportTraceServiceRequest()
+    else:
+        try:
+            request = parse_protobuf(body) if media == PROTOBUF else parse_json(body)
+        except OtlpDecodeError as exc:
+            raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, str(exc)) from None
+    return to_batch(request, project, time.time_ns(), limits)
+
+
+def _submit(pipeline: IngestPipeline, decoded: DecodedBatch) -> None:
+    try:
+        pipeline.submit(decoded.batch)
+    except Backpressure as exc:
+        raise RejectedRequest(
+            503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after
+        ) from None
+    except OSError as exc:
+        log.error("cannot write the write-ahead log: %s", exc)
+        raise RejectedRequest(
+            503,
+            code_pb2.UNAVAILABLE,
+            "the collector cannot write its log; retry later",
+            retry_after=10,
+        ) from None
+
+
+def _success(media: str, decoded: DecodedBatch) -> Response:
+    message = ExportTraceServiceResponse()
+    if decoded.rejected:
+        message.partial_success.rejected_spans = decoded.rejected
+        message.partial_success.error_message = decoded.error_message()
+    return _respond(200, media, message)
+
+
+def _failure(media: str, rejected: RejectedRequest) -> Response:
+    status = status_pb2.Status(code=rejected.code, message=rejected.message)
+    headers = {"Retry-After": str(rejected.retry_after)} if rejected.retry_after else None
+    return _respond(rejected.status, media, status, headers)
+
+
+def _respond(status: int, media: str, message, headers: dict[str, str] | None = None) -> Response:
+    if media == PROTOBUF:
+        content = message.SerializeToString()
+    else:
+        content = json_format.MessageToJson(message, indent=None).encode()
+    return Response(content=content, status_code=status, media_type=media, headers=headers)

@@ -1,0 +1,89 @@
+"""The attribute vocabulary agentlat emits and recognises.
+
+GenAI names follow the OpenTelemetry GenAI semantic conventions at the version pinned in
+``GENAI_SEMCONV_VERSION`` (stability: development). Server phases use vLLM's
+``gen_ai.latency.*`` names. Everything no standard covers lives under ``agentlat.*``.
+All durations in attributes are seconds, as in the GenAI conventions; ``*_ms`` names are
+never emitted.
+"""
+
+from __future__ import annotations
+
+GENAI_SEMCONV_VERSION = "1.41.0"
+
+# --- OpenTelemetry GenAI semantic conventions -------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_SYSTEM = "gen_ai.system"  # deprecated name of gen_ai.provider.name, still common
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"  # seconds
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"  # includes cached tokens
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+ERROR_TYPE = "error.type"
+
+# Legacy usage names (OpenLLMetry, vLLM, older instrumentations).
+GEN_AI_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
+GEN_AI_USAGE_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS_LEGACY = "gen_ai.usage.cache_read_input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS_LEGACY = "gen_ai.usage.cache_creation_input_tokens"
+
+# gen_ai.operation.name values
+OP_CHAT = "chat"
+OP_TEXT_COMPLETION = "text_completion"
+OP_GENERATE_CONTENT = "generate_content"
+OP_EMBEDDINGS = "embeddings"
+OP_EXECUTE_TOOL = "execute_tool"
+OP_INVOKE_AGENT = "invoke_agent"
+OP_CREATE_AGENT = "create_agent"
+OP_INVOKE_WORKFLOW = "invoke_workflow"
+MODEL_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT, OP_EMBEDDINGS})
+AGENT_OPERATIONS = frozenset({OP_INVOKE_AGENT, OP_CREATE_AGENT, OP_INVOKE_WORKFLOW})
+
+# --- vLLM server phases (seconds) -------------------------------------------------------
+GEN_AI_LATENCY_TIME_IN_QUEUE = "gen_ai.latency.time_in_queue"
+GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL = "gen_ai.latency.time_in_model_prefill"
+GEN_AI_LATENCY_TIME_IN_MODEL_DECODE = "gen_ai.latency.time_in_model_decode"
+GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN = "gen_ai.latency.time_to_first_token"
+GEN_AI_LATENCY_E2E = "gen_ai.latency.e2e"
+GEN_AI_USAGE_CACHED_TOKENS = "gen_ai.usage.cached_tokens"  # vLLM: prompt tokens from cache
+
+# --- agentlat namespace (no standard covers these) --------------------------------------
+ROUTE = "agentlat.route"
+PHASE = "agentlat.phase"  # on child phase spans: "queue" | "prefill" | "decode"
+CHUNK_COUNT = "agentlat.stream.chunks"
+DECODE_DURATION = "agentlat.decode.duration"  # seconds, first chunk -> last chunk
+ITL_MEAN = "agentlat.itl.mean"  # seconds
+ITL_P50 = "agentlat.itl.p50"
+ITL_P95 = "agentlat.itl.p95"
+ITL_MAX = "agentlat.itl.max"
+ITL_STALLS = "agentlat.itl.stalls"  # gaps over the stall threshold
+ITL_STALL_THRESHOLD = "agentlat.itl.stall_threshold"  # seconds
+OUTPUT_TOKENS_PER_SECOND = "agentlat.output.tokens_per_second"
+SPECULATIVE_PROPOSED_TOKENS = "agentlat.speculative.proposed_tokens"
+SPECULATIVE_ACCEPTED_TOKENS = "agentlat.speculative.accepted_tokens"
+PREFETCH_OUTCOME = "agentlat.prefetch.outcome"  # "hit" | "miss" | "cancelled"
+PREFETCH_SAVED = "agentlat.prefetch.saved"  # seconds of E2E saved by a hit
+PREFETCH_WASTED = "agentlat.prefetch.wasted"  # seconds spent on a miss or cancelled prefetch
+TOOL_DEPENDS_ON = "agentlat.tool.depends_on"  # tool call ids whose output this call consumed
+TOOL_ARGS_READY_TIME = "agentlat.tool.args_ready_time"  # unix ns: call JSON complete in stream
+PROMPT_VERSION = "agentlat.prompt.version"
+
+PREFETCH_OUTCOMES = frozenset({"hit", "miss", "cancelled"})
+
+# Roles the collector assigns to every span.
+ROLE_MODEL = "model"
+ROLE_TOOL = "tool"
+ROLE_AGENT = "agent"
+ROLE_OTHER = "other"
+ROLES = (ROLE_MODEL, ROLE_TOOL, ROLE_AGENT, ROLE_OTHER)

@@ -1,0 +1,147 @@
+"""agentlat.store: the schema, its migrations, the two ClickHouse backends and every query.
+
+Public surface: ``open_store()`` and the ``Store`` it returns. Nothing here imports the
+collector, alerts or dashboard; they call in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from agentlat.store import queries
+from agentlat.store.backends import (
+    Backend,
+    ChdbBackend,
+    ClickHouseBackend,
+    StoreError,
+    StoreUnavailable,
+)
+from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS
+from agentlat.store.queries import DIMENSIONS, METRICS, SpanFilter
+from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
+
+__all__ = [
+    "DIMENSIONS",
+    "METRICS",
+    "SPAN_ARROW_SCHEMA",
+    "PercentileRow",
+    "SpanFilter",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "open_store",
+]
+
+log = logging.getLogger("agentlat.store")
+
+SPANS_TABLE = "otel_traces"
+
+
+@dataclass(frozen=True, slots=True)
+class PercentileRow:
+    group: dict[str, str]
+    count: int
+    p50: float
+    p95: float
+    p99: float
+    mean: float
+
+
+class Store:
+    """The spans store on one backend. Thread-safe: backends serialise what must be."""
+
+    def __init__(self, backend: Backend, ttl_days: int = DEFAULT_TTL_DAYS) -> None:
+        self.backend = backend
+        self.ttl_days = ttl_days
+
+    @property
+    def description(self) -> str:
+        if isinstance(self.backend, ChdbBackend):
+            return f"embedded chDB at {self.backend.data_dir}"
+        return "ClickHouse server"
+
+    def migrate(self) -> list[int]:
+        """Apply pending migrations; return the versions applied now."""
+        self.backend.execute(LEDGER_DDL)
+        ledger = self.backend.query_arrow("SELECT Version FROM agentlat_migrations")
+        done = set(ledger.column("Version").to_pylist()) if ledger.num_rows else set()
+        applied = []
+        for migration in MIGRATIONS:
+            if migration.version in done:
+                continue
+            for statement in migration.statements:
+                self.backend.execute(statement.replace("{ttl_days}", str(int(self.ttl_days))))
+            self.backend.execute(
+                "INSERT INTO agentlat_migrations (Version, Name) VALUES ({v:UInt32}, {n:String})",
+                {"v": migration.version, "n": migration.name},
+            )
+            log.info("applied migration %d: %s", migration.version, migration.name)
+            applied.append(migration.version)
+        return applied
+
+    def insert_spans(self, batch: pa.Table) -> None:
+        self.backend.insert_arrow(SPANS_TABLE, batch)
+
+    def ping(self) -> None:
+        self.backend.query_arrow("SELECT 1 AS ok")
+
+    def percentiles(
+        self, metric: str, group_by: Sequence[str], where: SpanFilter
+    ) -> list[PercentileRow]:
+        sql, params = queries.percentiles_sql(metric, group_by, where)
+        rows = self.backend.query_arrow(sql, params).to_pylist()
+        return [
+            PercentileRow(
+                group={d: row[d] for d in group_by},
+                count=row["count"],
+                p50=row["q"][0],
+                p95=row["q"][1],
+                p99=row["q"][2],
+                mean=row["mean"],
+            )
+            for row in rows
+        ]
+
+    def traces(
+        self, where: SpanFilter, sort: str = "recent", limit: int = 50
+    ) -> list[dict[str, Any]]:
+        sql, params = queries.traces_sql(where, sort, limit)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
+    def trace_spans(self, project: str, trace_id: str) -> list[dict[str, Any]]:
+        sql, params = queries.trace_sql(project, trace_id, DERIVED_NAMES)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
+    def count_spans(self, project: str | None = None) -> int:
+        if project is None:
+            table = self.backend.query_arrow(f"SELECT count() AS n FROM {SPANS_TABLE} FINAL")
+        else:
+            table = self.backend.query_arrow(
+                f"SELECT count() AS n FROM {SPANS_TABLE} FINAL WHERE ProjectId = {{p:String}}",
+                {"p": project},
+            )
+        return int(table.column("n")[0].as_py())
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def open_store(
+    data_dir: Path | None = None,
+    clickhouse_url: str | None = None,
+    ttl_days: int = DEFAULT_TTL_DAYS,
+) -> Store:
+    """Open (and migrate) the store: a ClickHouse server when a URL is given, else chDB."""
+    backend: Backend
+    if clickhouse_url:
+        backend = ClickHouseBackend(clickhouse_url)
+    else:
+        backend = ChdbBackend(data_dir or Path(".agentlat/data"))
+    store = Store(backend, ttl_days=ttl_days)
+    store.migrate()
+    return store

@@ -1,0 +1,159 @@
+"""Two ways to reach ClickHouse behind one small interface: embedded chDB or a server.
+
+Both take the same SQL with ClickHouse's server-side parameters (``{name:Type}``) and
+exchange data as Arrow, so every query in ``queries.py`` runs unchanged on either.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+from agentlat.errors import AgentlatError
+
+
+class StoreError(AgentlatError):
+    """The store rejected a statement or could not be reached."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached right now; the caller may retry later."""
+
+
+Params = dict[str, Any]
+
+
+class Backend(Protocol):
+    name: str
+
+    def execute(self, sql: str, params: Params | None = None) -> None: ...
+
+    def query_arrow(self, sql: str, params: Params | None = None) -> pa.Table: ...
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def to_arrow_stream(data: pa.Table) -> bytes:
+    """A table as Arrow IPC stream bytes (the ``ArrowStream`` format of ClickHouse)."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        writer.write_table(data)
+    return sink.getvalue()
+
+
+def from_arrow_stream(payload: bytes) -> pa.Table:
+    return pa.ipc.open_stream(payload).read_all()
+
+
+class ChdbBackend:
+    """In-process ClickHouse. A data directory can be open in one process only.
+
+    chDB runs one statement at a time per connection, so calls are serialised here.
+    """
+
+    name = "chdb"
+
+    def __init__(self, data_dir: Path) -> None:
+        import chdb
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = chdb.connect(str(data_dir))
+        except Exception as exc:
+            raise StoreError(
+                f"cannot open the embedded store at {data_dir}: {exc}. "
+                "Is another agentlat server using this data directory? "
+                "Stop it or pass --data with another directory."
+            ) from None
+        self._lock = threading.Lock()
+        self.data_dir = data_dir
+
+    def execute(self, sql: str, params: Params | None = None) -> None:
+        self._run(sql, "Null", params)
+
+    def query_arrow(self, sql: str, params: Params | None = None) -> pa.Table:
+        raw = self._run(sql, "ArrowStream", params)
+        payload = raw.bytes()
+        if not payload:
+            return pa.table({})
+        return from_arrow_stream(payload)
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        payload = to_arrow_stream(data)
+        columns = ", ".join(f"`{name}`" for name in data.column_names)
+        with self._lock:
+            try:
+                with self._conn.send_insert(
+                    f"INSERT INTO {table} ({columns})", "ArrowStream"
+                ) as ins:
+                    ins.append(payload)
+                    ins.finish()
+            except Exception as exc:
+                raise StoreError(f"insert into {table} failed: {exc}") from None
+
+    def _run(self, sql: str, fmt: str, params: Params | None) -> Any:
+        with self._lock:
+            try:
+                return self._conn.query(sql, fmt, params=params or {})
+            except Exception as exc:
+                raise StoreError(str(exc)) from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class ClickHouseBackend:
+    """A ClickHouse server or cluster through clickhouse-connect (HTTP interface)."""
+
+    name = "clickhouse"
+
+    def __init__(self, url: str) -> None:
+        import clickhouse_connect
+
+        try:
+            self._client = clickhouse_connect.get_client(dsn=url, autogenerate_session_id=False)
+        except Exception as exc:
+            raise StoreUnavailable(
+                f"cannot reach ClickHouse at {_redact(url)}: {exc}. "
+                "Check the URL (http://user:password@host:8123/database) and that the server is up."
+            ) from None
+        self._lock = threading.Lock()
+
+    def execute(self, sql: str, params: Params | None = None) -> None:
+        self._call(self._client.command, sql, parameters=params or None)
+
+    def query_arrow(self, sql: str, params: Params | None = None) -> pa.Table:
+        return self._call(self._client.query_arrow, sql, parameters=params or None)
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        self._call(self._client.insert_arrow, table, data)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+        try:
+            with self._lock:
+                return fn(*args, **kwargs)
+        except OperationalError as exc:
+            raise StoreUnavailable(str(exc)) from None
+        except DatabaseError as exc:
+            raise StoreError(str(exc)) from None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a URL before it reaches a message or a log."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}"

@@ -1,0 +1,141 @@
+"""Versioned schema migrations, applied in order at start-up.
+
+Every statement is idempotent (IF NOT EXISTS), and each applied version is recorded in
+``agentlat_migrations``, so running the migrator twice, or from two processes after a crash
+half-way, converges on the same schema. Add a migration by appending to ``MIGRATIONS``;
+never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_MAP = "Map(LowCardinality(String), String)"
+
+SPANS_DDL = f"""
+CREATE TABLE IF NOT EXISTS otel_traces (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    ParentSpanId String CODEC(ZSTD(1)),
+    TraceState String CODEC(ZSTD(1)),
+    SpanName LowCardinality(String) CODEC(ZSTD(1)),
+    SpanKind LowCardinality(String) CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes {_MAP} CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    SpanAttributes {_MAP} CODEC(ZSTD(1)),
+    Duration UInt64 CODEC(ZSTD(1)),
+    StatusCode LowCardinality(String) CODEC(ZSTD(1)),
+    StatusMessage String CODEC(ZSTD(1)),
+    Events Nested (
+        Timestamp DateTime64(9),
+        Name LowCardinality(String),
+        Attributes {_MAP}
+    ) CODEC(ZSTD(1)),
+    Links Nested (
+        TraceId String,
+        SpanId String,
+        TraceState String,
+        Attributes {_MAP}
+    ) CODEC(ZSTD(1)),
+    ProjectId LowCardinality(String) CODEC(ZSTD(1)),
+    Role LowCardinality(String) CODEC(ZSTD(1)),
+    Dialect LowCardinality(String) CODEC(ZSTD(1)),
+    Operation LowCardinality(String) CODEC(ZSTD(1)),
+    Provider LowCardinality(String) CODEC(ZSTD(1)),
+    Model LowCardinality(String) CODEC(ZSTD(1)),
+    Tool LowCardinality(String) CODEC(ZSTD(1)),
+    ToolCallId String CODEC(ZSTD(1)),
+    Agent LowCardinality(String) CODEC(ZSTD(1)),
+    Route LowCardinality(String) CODEC(ZSTD(1)),
+    ConversationId String CODEC(ZSTD(1)),
+    IsServerSpan UInt8 CODEC(ZSTD(1)),
+    Streaming UInt8 CODEC(ZSTD(1)),
+    TtftMs Nullable(Float64) CODEC(ZSTD(1)),
+    QueueMs Nullable(Float64) CODEC(ZSTD(1)),
+    PrefillMs Nullable(Float64) CODEC(ZSTD(1)),
+    DecodeMs Nullable(Float64) CODEC(ZSTD(1)),
+    ItlMeanMs Nullable(Float64) CODEC(ZSTD(1)),
+    ItlP50Ms Nullable(Float64) CODEC(ZSTD(1)),
+    ItlP95Ms Nullable(Float64) CODEC(ZSTD(1)),
+    ItlMaxMs Nullable(Float64) CODEC(ZSTD(1)),
+    StallCount Nullable(UInt32) CODEC(ZSTD(1)),
+    InputTokens Nullable(UInt64) CODEC(ZSTD(1)),
+    OutputTokens Nullable(UInt64) CODEC(ZSTD(1)),
+    CacheReadTokens Nullable(UInt64) CODEC(ZSTD(1)),
+    CacheCreationTokens Nullable(UInt64) CODEC(ZSTD(1)),
+    ReasoningTokens Nullable(UInt64) CODEC(ZSTD(1)),
+    SpecProposedTokens Nullable(UInt64) CODEC(ZSTD(1)),
+    SpecAcceptedTokens Nullable(UInt64) CODEC(ZSTD(1)),
+    PrefetchOutcome LowCardinality(String) CODEC(ZSTD(1)),
+    PrefetchSavedMs Nullable(Float64) CODEC(ZSTD(1)),
+    PrefetchWastedMs Nullable(Float64) CODEC(ZSTD(1)),
+    IngestFlags Array(LowCardinality(String)) CODEC(ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_key mapKeys(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_value mapValues(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_duration Duration TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toDate(Timestamp)
+ORDER BY (ProjectId, ServiceName, SpanName, toDateTime(Timestamp), TraceId, SpanId)
+TTL toDate(Timestamp) + INTERVAL {{ttl_days}} DAY
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+TRACE_TIMES_DDL = """
+CREATE TABLE IF NOT EXISTS otel_traces_trace_id_ts (
+    ProjectId LowCardinality(String) CODEC(ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    Start SimpleAggregateFunction(min, DateTime64(9)) CODEC(Delta, ZSTD(1)),
+    End SimpleAggregateFunction(max, DateTime64(9)) CODEC(Delta, ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.01) GRANULARITY 1
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toDate(Start)
+ORDER BY (ProjectId, TraceId, toUnixTimestamp(Start))
+TTL toDate(Start) + INTERVAL {ttl_days} DAY
+"""
+
+TRACE_TIMES_MV_DDL = """
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel_traces_trace_id_ts_mv
+TO otel_traces_trace_id_ts AS
+SELECT
+    ProjectId,
+    TraceId,
+    min(Timestamp) AS Start,
+    max(addNanoseconds(Timestamp, Duration)) AS End
+FROM otel_traces
+WHERE TraceId != ''
+GROUP BY ProjectId, TraceId
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)
+    ),
+)
+
+LEDGER_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_migrations (
+    Version UInt32,
+    Name String,
+    AppliedAt DateTime64(3) DEFAULT now64(3)
+)
+ENGINE = ReplacingMergeTree
+ORDER BY Version
+"""
+
+DEFAULT_TTL_DAYS = 180

@@ -1,0 +1,166 @@
+"""Every read query agentlat runs, as parameterised SQL.
+
+User input reaches SQL only as ``{name:Type}`` parameters. The few identifiers that vary
+(group-by columns, metric expressions) come from the whitelists below, never from a request.
+Raw-span reads use FINAL so spans delivered twice (OTLP retries, log replay) count once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agentlat.store.backends import Params
+
+# Query-API dimension name -> column.
+DIMENSIONS: dict[str, str] = {
+    "service": "ServiceName",
+    "route": "Route",
+    "agent": "Agent",
+    "model": "Model",
+    "provider": "Provider",
+    "tool": "Tool",
+    "role": "Role",
+    "span_name": "SpanName",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    expression: str  # value in ms
+    condition: str  # which spans carry the metric
+    description: str
+
+
+_CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
+
+METRICS: dict[str, Metric] = {
+    "e2e": Metric("Duration / 1e6", "ParentSpanId = ''", "root span duration (end-to-end)"),
+    "ttft": Metric("TtftMs", _CLIENT_MODEL, "time to first token/chunk of a model call"),
+    "itl": Metric("ItlMeanMs", _CLIENT_MODEL, "mean inter-token latency of a model call"),
+    "decode": Metric("DecodeMs", _CLIENT_MODEL, "first to last chunk of a model call"),
+    "model": Metric("Duration / 1e6", _CLIENT_MODEL, "duration of a model call"),
+    "tool": Metric("Duration / 1e6", "Role = 'tool'", "duration of a tool call"),
+    "agent": Metric("Duration / 1e6", "Role = 'agent'", "duration of an agent run"),
+    "queue": Metric("QueueMs", "Role = 'model'", "server-side queueing of a model call"),
+    "prefill": Metric("PrefillMs", "Role = 'model'", "prefill time of a model call"),
+    "span": Metric("Duration / 1e6", "1", "duration of any span (filter with role=)"),
+}
+
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanFilter:
+    """Which spans a query reads: a project, a time window and equality filters."""
+
+    project: str
+    start_ns: int
+    end_ns: int
+    equals: dict[str, str] = field(default_factory=dict)  # dimension name -> value
+
+    def params(self) -> Params:
+        params: Params = {"project": self.project, "start_ns": self.start_ns, "end_ns": self.end_ns}
+        params.update({f"f{i}": value for i, (_, value) in enumerate(self._equals())})
+        return params
+
+    def window_clause(self) -> str:
+        return (
+            "ProjectId = {project:String}"
+            " AND Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})"
+            " AND Timestamp < fromUnixTimestamp64Nano({end_ns:Int64})"
+        )
+
+    def equality_tests(self) -> list[str]:
+        """One ``Column = {fN:String}`` test per filter, matching ``params()``."""
+        return [f"{DIMENSIONS[d]} = {{f{i}:String}}" for i, (d, _) in enumerate(self._equals())]
+
+    def _equals(self) -> list[tuple[str, str]]:
+        return sorted(self.equals.items())
+
+
+def percentiles_sql(metric: str, group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    spec = METRICS[metric]
+    columns = [f"{DIMENSIONS[d]} AS {d}" for d in group_by]
+    condition = " AND ".join([where.window_clause(), *where.equality_tests()])
+    levels = ", ".join(str(q) for q in QUANTILES)
+    select = [
+        *columns,
+        "count() AS count",
+        f"quantilesExactInclusive({levels})(value) AS q",
+        "avg(value) AS mean",
+    ]
+    group = f"GROUP BY {', '.join(group_by)}" if group_by else ""
+    sql = f"""
+        SELECT {", ".join(select)}
+        FROM (
+            SELECT *, {spec.expression} AS value FROM otel_traces FINAL
+            WHERE {condition} AND ({spec.condition}) AND value IS NOT NULL
+        )
+        {group}
+        HAVING count() > 0
+        ORDER BY count DESC
+        LIMIT 1000
+    """
+    return sql, where.params()
+
+
+TRACE_SORTS = {"recent": "start_ns DESC", "slowest": "duration_ns DESC"}
+
+
+def traces_sql(where: SpanFilter, sort: str, limit: int) -> tuple[str, Params]:
+    """One row a trace: its root (or the whole span range when the root is missing)."""
+    # Equality filters select traces having any such span, so they test in HAVING.
+    having = ["1", *(f"countIf({test}) > 0" for test in where.equality_tests())]
+    params = {**where.params(), "limit": limit}
+    sql = f"""
+        SELECT
+            TraceId AS trace_id,
+            toUnixTimestamp64Nano(min(Timestamp)) AS start_ns,
+            countIf(ParentSpanId = '') > 0 AS has_root,
+            if(has_root, anyIf(Duration, ParentSpanId = ''),
+               toUInt64(max(toUnixTimestamp64Nano(Timestamp) + Duration)
+                        - min(toUnixTimestamp64Nano(Timestamp)))) AS duration_ns,
+            if(has_root, anyIf(SpanName, ParentSpanId = ''), '') AS root_name,
+            if(has_root, anyIf(ServiceName, ParentSpanId = ''), any(ServiceName)) AS service,
+            anyIf(Route, Route != '') AS route,
+            anyIf(Agent, Agent != '') AS agent,
+            count() AS span_count,
+            countIf(Role = 'model') AS model_calls,
+            countIf(Role = 'tool') AS tool_calls,
+            countIf(StatusCode = 'Error') AS errors
+        FROM otel_traces FINAL
+        WHERE {where.window_clause()}
+        GROUP BY TraceId
+        HAVING {" AND ".join(having)}
+        ORDER BY {TRACE_SORTS[sort]}
+        LIMIT {{limit:UInt32}}
+    """
+    return sql, params
+
+
+TRACE_SPAN_COLUMNS = (
+    "TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id, "
+    "SpanName AS name, SpanKind AS kind, ServiceName AS service, "
+    "toUnixTimestamp64Nano(Timestamp) AS start_ns, Duration AS duration_ns, "
+    "StatusCode AS status_code, StatusMessage AS status_message, "
+    "SpanAttributes AS attributes, ResourceAttributes AS resource, "
+    "ScopeName AS scope_name, ScopeVersion AS scope_version, "
+    "arrayMap(t -> toUnixTimestamp64Nano(t), `Events.Timestamp`) AS event_times_ns, "
+    "`Events.Name` AS event_names, `Events.Attributes` AS event_attributes, "
+    "IngestFlags AS flags"
+)
+
+
+def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str, Params]:
+    derived_columns = ", ".join(derived)
+    sql = f"""
+        SELECT {TRACE_SPAN_COLUMNS}, {derived_columns}
+        FROM otel_traces FINAL
+        WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}}
+          AND Timestamp >= (
+              SELECT min(Start) - INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
+              WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
+        ORDER BY Timestamp, SpanId
+    """
+    return sql, {"project": project, "trace_id": trace_id}
