@@ -1,0 +1,1 @@
+"""agentlat.alerts: alert rules, their evaluator and notifiers. Reads the store only."""

@@ -29,9 +29,7 @@ def parse_window(now_ns: int, window: str, start: str | None, end: str | None) -
     else:
         match = _WINDOW.match(window.strip())
         if not match:
-            raise HTTPException(
-                400, f"window={window!r}: expected a number and a unit s|m|h|d, e.g. 15m, 24h, 7d"
-            )
+            raise HTTPException(400, f"window={window!r}: expected a number and a unit s|m|h|d, e.g. 15m, 24h, 7d")
         seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         if seconds > MAX_WINDOW_DAYS * 86400:
             raise HTTPException(400, f"window={window!r} is longer than {MAX_WINDOW_DAYS} days")

@@ -15,8 +15,7 @@ from rich.logging import RichHandler
 console = Console(stderr=True)
 app = typer.Typer(
     name="agentlat",
-    help="Latency observability for LLM agents: TTFT, ITL and E2E split into model, tool and "
-    "orchestration time.",
+    help="Latency observability for LLM agents: TTFT, ITL and E2E split into model, tool and orchestration time.",
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
@@ -24,24 +23,22 @@ app = typer.Typer(
 
 HostOpt = Annotated[
     str | None,
-    typer.Option("--host", help="Address to bind [env AGENTLAT_HOST; default 127.0.0.1]."),
+    typer.Option("--host", help="Address to bind (env AGENTLAT_HOST, default 127.0.0.1)."),
 ]
 PortOpt = Annotated[
     int | None,
-    typer.Option("--port", help="OTLP/HTTP + API port [env AGENTLAT_PORT; default 4318]."),
+    typer.Option("--port", help="OTLP/HTTP + API port (env AGENTLAT_PORT, default 4318)."),
 ]
 DataOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--data", help="Embedded store directory [env AGENTLAT_DATA; default ./.agentlat/data]."
-    ),
+    typer.Option("--data", help="Embedded store directory (env AGENTLAT_DATA, default ./.agentlat/data)."),
 ]
 ClickHouseOpt = Annotated[
     str | None,
     typer.Option(
         "--clickhouse",
         help="ClickHouse server URL, e.g. http://user:pass@host:8123/db, instead of the embedded "
-        "store [env AGENTLAT_CLICKHOUSE_URL].",
+        "store (env AGENTLAT_CLICKHOUSE_URL).",
     ),
 ]
 LogOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")]

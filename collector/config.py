@@ -75,4 +75,6 @@ _ENV: tuple[tuple[str, str, type], ...] = (
     ("max_body_bytes", "AGENTLAT_MAX_BODY_BYTES", int),
     ("max_pending_bytes", "AGENTLAT_MAX_PENDING_BYTES", int),
     ("ttl_days", "AGENTLAT_TTL_DAYS", int),
+    ("flush_interval", "AGENTLAT_FLUSH_INTERVAL", float),
+    ("batch_rows", "AGENTLAT_BATCH_ROWS", int),
 )

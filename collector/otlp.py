@@ -27,6 +27,7 @@ SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consum
 STATUS_CODES = ("Unset", "Ok", "Error")
 NS_PER_MINUTE = 60 * 1_000_000_000
 MAX_REPORTED_ERRORS = 5
+MAX_TIME_NS = 2**63 - 1  # nanosecond timestamps in Arrow and ClickHouse are signed 64-bit
 
 
 class OtlpDecodeError(ValueError):
@@ -62,9 +63,7 @@ def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
     try:
         request.ParseFromString(body)
     except (DecodeError, ValueError, RuntimeError) as exc:
-        raise OtlpDecodeError(
-            f"body is not an OTLP ExportTraceServiceRequest protobuf: {exc}"
-        ) from None
+        raise OtlpDecodeError(f"body is not an OTLP ExportTraceServiceRequest protobuf: {exc}") from None
     return request
 
 
@@ -78,6 +77,8 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
         document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise OtlpDecodeError(f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise OtlpDecodeError("body is JSON nested too deeply to be an OTLP request") from None
     if not isinstance(document, dict):
         raise OtlpDecodeError("body must be a JSON object with a resourceSpans array")
     for span_like in _spans_and_links(document):
@@ -161,9 +162,7 @@ class _Columns:
         return pa.table(self.data, schema=SPAN_ARROW_SCHEMA)
 
 
-def _attributes(
-    pairs: Any, limits: Limits, flags: list[str]
-) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+def _attributes(pairs: Any, limits: Limits, flags: list[str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     typed: dict[str, Any] = {}
     text: list[tuple[str, str]] = []
     for index, kv in enumerate(pairs):
@@ -182,6 +181,11 @@ def _attributes(
     return typed, text
 
 
+def _enum_name(names: tuple[str, ...], value: int) -> str:
+    """Unknown enum values (protobuf keeps them, even negative ones) read as the first name."""
+    return names[value] if 0 <= value < len(names) else names[0]
+
+
 def _id_error(span: Any) -> str | None:
     if len(span.trace_id) != 16 or not any(span.trace_id):
         return "trace_id must be 16 non-zero bytes (32 hex characters)"
@@ -189,6 +193,8 @@ def _id_error(span: Any) -> str | None:
         return "span_id must be 8 non-zero bytes (16 hex characters)"
     if span.parent_span_id and len(span.parent_span_id) != 8:
         return "parent_span_id must be empty or 8 bytes (16 hex characters)"
+    if span.start_time_unix_nano > MAX_TIME_NS or span.end_time_unix_nano > MAX_TIME_NS:
+        return "start/end time is past the year 2262 (more than 2**63-1 ns)"
     return None
 
 
@@ -205,9 +211,7 @@ def _time_flags(start: int, end: int, received_ns: int, limits: Limits) -> list[
     return flags
 
 
-def to_batch(
-    request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits
-) -> DecodedBatch:
+def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits) -> DecodedBatch:
     cols = _Columns()
     d = cols.data
     rejected = 0
@@ -228,7 +232,7 @@ def to_batch(
                 flags = _time_flags(start, end, received_ns, limits)
                 typed, text = _attributes(span.attributes, limits, flags)
                 events = _events(span.events, limits, flags)
-                kind = SPAN_KINDS[span.kind] if span.kind < len(SPAN_KINDS) else "Unspecified"
+                kind = _enum_name(SPAN_KINDS, span.kind)
                 derived, derive_flags = derive(
                     span.name,
                     kind,
@@ -251,9 +255,7 @@ def to_batch(
                 d["ScopeVersion"].append(scope.version)
                 d["SpanAttributes"].append(text)
                 d["Duration"].append(max(end - start, 0))
-                d["StatusCode"].append(
-                    STATUS_CODES[span.status.code] if span.status.code < 3 else "Unset"
-                )
+                d["StatusCode"].append(_enum_name(STATUS_CODES, span.status.code))
                 d["StatusMessage"].append(span.status.message)
                 d["Events.Timestamp"].append([t for _, t, _, _ in events])
                 d["Events.Name"].append([n for n, _, _, _ in events])
@@ -275,7 +277,11 @@ def _events(
     out = []
     for event in events[: limits.max_events]:
         typed, text = _attributes(event.attributes, limits, flags)
-        out.append((event.name, event.time_unix_nano, typed, text))
+        time_ns = event.time_unix_nano
+        if time_ns > MAX_TIME_NS:
+            flags.append("bad_event_time")
+            time_ns = 0
+        out.append((event.name, time_ns, typed, text))
     return out
 
 

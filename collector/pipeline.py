@@ -87,9 +87,7 @@ class IngestPipeline:
             replayed += 1
         if replayed:
             log.info("replaying %d logged batches not yet in the store", replayed)
-        self._writer = threading.Thread(
-            target=self._write_loop, name="agentlat-writer", daemon=True
-        )
+        self._writer = threading.Thread(target=self._write_loop, name="agentlat-writer", daemon=True)
         self._writer.start()
         return replayed
 
@@ -106,9 +104,7 @@ class IngestPipeline:
     def _reserve(self, size: int) -> None:
         with self._pending_lock:
             if self._pending_bytes + size > self.max_pending_bytes:
-                reason = (
-                    "the store is unavailable" if not self.store_available else "ingest is behind"
-                )
+                reason = "the store is unavailable" if not self.store_available else "ingest is behind"
                 raise Backpressure(f"{reason}; {self._pending_bytes} bytes waiting", retry_after=5)
             self._pending_bytes += size
 

@@ -39,9 +39,7 @@ JSON = "application/json"
 
 
 class RejectedRequest(Exception):
-    def __init__(
-        self, status: int, code: int, message: str, retry_after: int | None = None
-    ) -> None:
+    def __init__(self, status: int, code: int, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
@@ -63,8 +61,7 @@ def make_router(pipeline: IngestPipeline, config: ReceiverConfig, project_of) ->
                 raise RejectedRequest(
                     415,
                     code_pb2.INVALID_ARGUMENT,
-                    f"unsupported Content-Type {request.headers.get('content-type')!r}; "
-                    f"send {PROTOBUF} or {JSON}",
+                    f"unsupported Content-Type {request.headers.get('content-type')!r}; send {PROTOBUF} or {JSON}",
                 )
             project = project_of(request)
             body = await _read_body(request, config.max_body_bytes)
@@ -111,9 +108,7 @@ def _gunzip(body: bytes, limit: int) -> bytes:
     try:
         out = inflater.decompress(body, limit + 1)
     except zlib.error as exc:
-        raise RejectedRequest(
-            400, code_pb2.INVALID_ARGUMENT, f"body is not valid gzip: {exc}"
-        ) from None
+        raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, f"body is not valid gzip: {exc}") from None
     if len(out) > limit:
         raise _too_large(limit, after_decompression=True)
     if not inflater.eof:
@@ -126,8 +121,7 @@ def _too_large(limit: int, after_decompression: bool = False) -> RejectedRequest
     return RejectedRequest(
         413,
         code_pb2.RESOURCE_EXHAUSTED,
-        f"body is larger than {limit} bytes{where}; send smaller batches "
-        "(OTEL_BSP_MAX_EXPORT_BATCH_SIZE)",
+        f"body is larger than {limit} bytes{where}; send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)",
     )
 
 
@@ -146,9 +140,7 @@ def _submit(pipeline: IngestPipeline, decoded: DecodedBatch) -> None:
     try:
         pipeline.submit(decoded.batch)
     except Backpressure as exc:
-        raise RejectedRequest(
-            503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after
-        ) from None
+        raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
     except OSError as exc:
         log.error("cannot write the write-ahead log: %s", exc)
         raise RejectedRequest(

@@ -20,9 +20,7 @@ def run_server(
     log_level: str = "info",
     console: Console,
 ) -> None:
-    settings = Settings.from_env(
-        host=host, port=port, data_dir=data_dir, clickhouse_url=clickhouse_url
-    )
+    settings = Settings.from_env(host=host, port=port, data_dir=data_dir, clickhouse_url=clickhouse_url)
     if not settings.is_loopback:
         raise ConfigError(
             f"--host {settings.host} is not a loopback address. Binding beyond this machine "

@@ -55,6 +55,8 @@ class WriteAheadLog:
         segments = self.segments()
         self._segment = segments[-1] if segments else 1
         self._file = open(self._segment_path(self._segment), "ab")  # noqa: SIM115
+        for _ in self._read_segment(self._segment, self._segment_path(self._segment), 0):
+            pass  # reading truncates a torn tail left by a crash
 
     def set_listener(self, on_durable: Callable[[Position, Any], None]) -> None:
         """``on_durable(position, token)`` runs for every record, in log order, once synced."""
@@ -63,6 +65,8 @@ class WriteAheadLog:
     # --- appending -------------------------------------------------------------------
     def append(self, payload: bytes, token: Any = None) -> Position:
         """Write one record and return once it is on disk (fsynced)."""
+        if not payload:
+            raise ValueError("an empty record cannot be logged")
         with self._cond:
             group = self._open_group or _Group()
             self._open_group = group
@@ -118,19 +122,18 @@ class WriteAheadLog:
             start = after.offset if segment == after.segment else 0
             yield from self._read_segment(segment, path, start)
 
-    def _read_segment(
-        self, segment: int, path: Path, start: int
-    ) -> Iterator[tuple[Position, bytes]]:
+    def _read_segment(self, segment: int, path: Path, start: int) -> Iterator[tuple[Position, bytes]]:
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             f.seek(start)
             offset = start
-            while True:
+            while offset < size:
                 header = f.read(_HEADER.size)
-                if not header:
-                    return
-                length, crc = _HEADER.unpack(header) if len(header) == _HEADER.size else (-1, 0)
-                payload = f.read(length) if length >= 0 else b""
-                if len(payload) != length or zlib.crc32(payload) != crc:
+                length, crc = _HEADER.unpack(header) if len(header) == _HEADER.size else (0, 0)
+                # Every record written has a payload; zero length is a zero-filled tail, and
+                # a length past the end of the file is a torn frame.
+                payload = f.read(length) if 0 < length <= size - offset - _HEADER.size else b""
+                if not payload or len(payload) != length or zlib.crc32(payload) != crc:
                     self._truncate(path, offset)
                     return
                 offset = f.tell()

@@ -1,0 +1,1 @@
+"""agentlat.dashboard: the Streamlit dashboard. A client of the query API only."""

@@ -4,8 +4,6 @@
 server parts (chdb, clickhouse-connect, fastapi, streamlit, polars).
 """
 
-from __future__ import annotations
-
 from agentlat.errors import AgentlatError, ConfigError
 
 __version__ = "0.1.0"

@@ -90,9 +90,7 @@ class Store:
     def ping(self) -> None:
         self.backend.query_arrow("SELECT 1 AS ok")
 
-    def percentiles(
-        self, metric: str, group_by: Sequence[str], where: SpanFilter
-    ) -> list[PercentileRow]:
+    def percentiles(self, metric: str, group_by: Sequence[str], where: SpanFilter) -> list[PercentileRow]:
         sql, params = queries.percentiles_sql(metric, group_by, where)
         rows = self.backend.query_arrow(sql, params).to_pylist()
         return [
@@ -107,9 +105,7 @@ class Store:
             for row in rows
         ]
 
-    def traces(
-        self, where: SpanFilter, sort: str = "recent", limit: int = 50
-    ) -> list[dict[str, Any]]:
+    def traces(self, where: SpanFilter, sort: str = "recent", limit: int = 50) -> list[dict[str, Any]]:
         sql, params = queries.traces_sql(where, sort, limit)
         return self.backend.query_arrow(sql, params).to_pylist()
 

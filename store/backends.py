@@ -88,9 +88,7 @@ class ChdbBackend:
         columns = ", ".join(f"`{name}`" for name in data.column_names)
         with self._lock:
             try:
-                with self._conn.send_insert(
-                    f"INSERT INTO {table} ({columns})", "ArrowStream"
-                ) as ins:
+                with self._conn.send_insert(f"INSERT INTO {table} ({columns})", "ArrowStream") as ins:
                     ins.append(payload)
                     ins.finish()
             except Exception as exc:

@@ -123,9 +123,7 @@ class Migration:
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)
-    ),
+    Migration(1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)),
 )
 
 LEDGER_DDL = """

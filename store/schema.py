@@ -93,14 +93,10 @@ SPAN_COLUMNS: tuple[Column, ...] = EXPORTER_COLUMNS + DERIVED_COLUMNS + INGEST_C
 DERIVED_NAMES: tuple[str, ...] = tuple(c.name for c in DERIVED_COLUMNS)
 
 SPAN_ARROW_SCHEMA = pa.schema(
-    [
-        pa.field(c.name, c.arrow_type, nullable=c.nullable or c.name != "Timestamp")
-        for c in SPAN_COLUMNS
-    ]
+    [pa.field(c.name, c.arrow_type, nullable=c.nullable or c.name != "Timestamp") for c in SPAN_COLUMNS]
 )
 
 # Defaults for derived columns a dialect does not fill.
 DERIVED_DEFAULTS: dict[str, object] = {
-    c.name: (None if c.nullable else (0 if pa.types.is_integer(c.arrow_type) else ""))
-    for c in DERIVED_COLUMNS
+    c.name: (None if c.nullable else (0 if pa.types.is_integer(c.arrow_type) else "")) for c in DERIVED_COLUMNS
 }

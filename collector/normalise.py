@@ -1,0 +1,597 @@
+"""Derive a span's normalised columns from whichever instrumentation dialect wrote it.
+
+Owns: recognising the dialect of one span (OTel GenAI + ``agentlat.*``, OpenInference,
+OpenLLMetry, Langfuse, Vercel AI SDK, vLLM, SGLang, Logfire), giving it a role, and
+turning its latency, token and prefetch facts into the ``DERIVED_NAMES`` columns, with
+every duration in milliseconds. Each dialect is one declarative ``Dialect`` table; adding
+a dialect is adding a table.
+
+Pure: no I/O, no logging, and ``derive`` never raises. An attribute of the wrong type is
+skipped and reported as a flag (``bad_attribute:<name>``); the span is still stored.
+Imports nothing from agentlat but ``semconv`` and ``store.schema``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from itertools import pairwise
+
+from agentlat import semconv as sc
+from agentlat.store.schema import DERIVED_DEFAULTS, DERIVED_NAMES
+
+__all__ = ["DIALECTS", "Dialect", "derive"]
+
+Event = tuple[str, int, Mapping[str, object]]
+Converter = Callable[[object], object]
+Sources = Mapping[str, str | tuple[str, ...]]  # column -> attribute(s), preferred first
+
+_BAD = object()  # converter verdict: present but unusable
+_NS_PER_MS = 1_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SPAN_NAME = "@span.name"  # virtual attribute: the span name, for name fallbacks
+_NAME = "@name"  # kind key meaning "look the role up by span name"
+_ENTITY = "@entity"  # virtual column: Tool on tool spans, Agent on agent spans
+
+
+# --- converters: value -> converted | None (absent) | _BAD ------------------------------
+
+
+def _number(value: object) -> float | None:
+    """A finite, non-negative number, or None; numeric strings count (SDKs stringify)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _scaled(factor: float) -> Converter:
+    def convert(value: object) -> object:
+        scaled = None if (number := _number(value)) is None else number * factor
+        return scaled if scaled is not None and math.isfinite(scaled) else _BAD
+
+    return convert
+
+
+def _counter(limit: int) -> Converter:
+    def convert(value: object) -> object:
+        if isinstance(value, str) and value.strip().isdecimal() and len(value.strip()) <= 20:
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value if 0 <= value <= limit else _BAD
+        number = _number(value)
+        ok = number is not None and number.is_integer() and number <= limit
+        return int(number) if ok and number is not None else _BAD
+
+    return convert
+
+
+def _text(value: object) -> object:
+    """A string; empty means "not reported", so a later fallback may fill the column."""
+    return (value or None) if isinstance(value, str) else _BAD
+
+
+_TRUTH = {"true": 1, "false": 0, "1": 1, "0": 0}
+
+
+def _flag(value: object) -> object:
+    """0/1 from a bool, 0/1, or "true"/"false"."""
+    if isinstance(value, int):  # bools included
+        return int(value) if value in (0, 1) else _BAD
+    return _TRUTH.get(value.strip().lower(), _BAD) if isinstance(value, str) else _BAD
+
+
+def _prefetch(value: object) -> object:
+    outcome = value.strip().lower() if isinstance(value, str) else None
+    return outcome if outcome in sc.PREFETCH_OUTCOMES else _BAD
+
+
+_DURATIONS = {"s": _scaled(1e3), "ms": _scaled(1.0), "ns": _scaled(1e-6)}
+_COUNT = _counter(2**64 - 1)
+_BY_COLUMN = {"StallCount": _counter(2**32 - 1), "Streaming": _flag, "PrefetchOutcome": _prefetch}
+
+
+def _iso_ns(value: object) -> int | None:
+    """Unix ns of an ISO-8601 time (Z or offset, any fraction, maybe JSON-quoted)."""
+    text = value.strip() if isinstance(value, str) else None
+    if text and text.startswith('"'):
+        try:
+            text = json.loads(text)
+        except ValueError:
+            return None
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)  # 3.11+: Z, offsets, any fraction
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1_000
+
+
+def _percentile(ordered: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    rank = q / 100 * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _converter(column: str, unit: str) -> Converter:
+    """Columns fix the type; the dialect fixes the unit its durations are written in."""
+    if column.endswith("Ms"):
+        return _DURATIONS[unit]
+    return _COUNT if column.endswith("Tokens") else _BY_COLUMN.get(column, _text)
+
+
+# --- the span as seen by the tables, and the result being built -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    name: str
+    kind: str
+    start: int | None  # unix ns, None when unusable
+    end: int | None
+    attrs: Mapping[str, object]
+    events: tuple[tuple[str, int], ...]  # (name, unix ns); malformed entries dropped
+
+    @property
+    def duration_ms(self) -> float | None:
+        if self.start is None or self.end is None or self.end < self.start:
+            return None
+        return (self.end - self.start) / _NS_PER_MS
+
+
+@dataclass(slots=True)
+class _Out:
+    values: dict[str, object]
+    role: str = sc.ROLE_OTHER
+    filled: set[str] = field(default_factory=set)
+    flags: dict[str, None] = field(default_factory=dict)  # ordered, deduplicated
+
+    def put(self, column: str, value: object) -> None:
+        """First writer wins: tables list preferred sources first."""
+        if column == _ENTITY:
+            column = {sc.ROLE_TOOL: "Tool", sc.ROLE_AGENT: "Agent"}.get(self.role, "")
+        if column and column not in self.filled:
+            self.values[column] = value
+            self.filled.add(column)
+
+    def put_ms(self, column: str, ms: float) -> None:
+        """A duration computed here (not read): negative means skew or a bad event."""
+        if ms < 0 and column not in self.filled:
+            self.flag(f"negative_timing:{column}")
+        elif ms >= 0:
+            self.put(column, ms)
+
+    def flag(self, text: str) -> None:
+        self.flags[text] = None
+
+    def read(self, attrs: Mapping[str, object], attr: str, convert: Converter) -> object:
+        """The converted attribute, or None when absent or unusable (then flagged)."""
+        value = convert(attrs[attr]) if attr in attrs else None
+        if value is _BAD:
+            self.flag(f"bad_attribute:{attr}")
+            return None
+        return value
+
+
+# --- dialect tables ----------------------------------------------------------------------
+
+Extra = Callable[[_Span, _Out], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How one instrumentation writes a span, as data; ``extra`` holds what data cannot."""
+
+    name: str
+    detect: Callable[[_Span], bool]
+    kind_keys: tuple[str, ...] = ()  # attributes (or _NAME) whose value selects the role
+    roles: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # "x*" is a prefix
+    sources: Sources = field(default_factory=dict)
+    unit: str = "s"  # how this dialect writes durations: "s" | "ms" | "ns"
+    json_attrs: tuple[str, ...] = ()  # JSON-object attributes, read as "<attr>.<key>"
+    fixed: Mapping[str, object] = field(default_factory=dict)  # always set
+    defaults: Mapping[str, object] = field(default_factory=dict)  # set when still empty
+    extra: Extra | None = None  # events, ISO times, differences of two attributes
+
+    def __post_init__(self) -> None:  # role values are matched case-insensitively
+        object.__setattr__(self, "roles", {k.lower(): r for k, r in self.roles.items()})
+
+
+def _has(*keys: str, key_prefix: str = "", name_prefixes: tuple[str, ...] = ()) -> Callable[[_Span], bool]:
+    """Detect a dialect by marker attributes, a marker namespace, or span-name prefixes."""
+
+    def detect(span: _Span) -> bool:
+        namespaced = bool(key_prefix) and any(key.startswith(key_prefix) for key in span.attrs)
+        return namespaced or span.name.startswith(name_prefixes) or any(key in span.attrs for key in keys)
+
+    return detect
+
+
+def _is_vllm(span: _Span) -> bool:
+    """A Server span named llm_request, or one with vLLM phases and no GenAI operation."""
+    phases = _has(key_prefix="gen_ai.latency.")(span) and sc.GEN_AI_OPERATION_NAME not in span.attrs
+    return span.kind == "Server" and (span.name == "llm_request" or phases)
+
+
+def _within(prefix: str, *keys: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}.{key}" for key in keys)
+
+
+# Read for every span after its dialect's own table: OpenLLMetry, Vercel, Logfire emit these.
+GENERIC_SOURCES: Sources = {
+    "Model": (sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL),
+    "Provider": (sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_SYSTEM),
+    "Operation": sc.GEN_AI_OPERATION_NAME,
+    "InputTokens": (sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_PROMPT_TOKENS),
+    "OutputTokens": (sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_COMPLETION_TOKENS),
+    "CacheReadTokens": (
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS_LEGACY,
+    ),
+    "CacheCreationTokens": (
+        sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS_LEGACY,
+    ),
+    "ReasoningTokens": sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+    "Tool": sc.GEN_AI_TOOL_NAME,
+    "ToolCallId": sc.GEN_AI_TOOL_CALL_ID,
+    "Agent": sc.GEN_AI_AGENT_NAME,
+    "ConversationId": sc.GEN_AI_CONVERSATION_ID,
+    "Route": sc.ROUTE,
+}
+_SERVER_SOURCES: Sources = {
+    "QueueMs": sc.GEN_AI_LATENCY_TIME_IN_QUEUE,
+    "PrefillMs": sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL,
+    "DecodeMs": sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE,
+    "TtftMs": sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN,
+    "CacheReadTokens": sc.GEN_AI_USAGE_CACHED_TOKENS,
+}
+
+_MODEL, _TOOL, _AGENT, _OTHER = sc.ROLE_MODEL, sc.ROLE_TOOL, sc.ROLE_AGENT, sc.ROLE_OTHER
+_CHAT, _EMBED = (_MODEL, sc.OP_CHAT), (_MODEL, sc.OP_EMBEDDINGS)
+_COMPLETION = (_MODEL, sc.OP_TEXT_COMPLETION)
+_RUN_TOOL, _RUN_AGENT = (_TOOL, sc.OP_EXECUTE_TOOL), (_AGENT, sc.OP_INVOKE_AGENT)
+_USAGE = "langfuse.observation.usage_details"
+# Vercel's top-level calls run a whole multi-step loop (model and tool calls): the agent.
+_VERCEL_TOP = ("generateText", "streamText", "generateObject", "streamObject", "embed", "embedMany")
+
+
+def _first_token_event(span: _Span, out: _Out) -> None:
+    """OpenInference: TTFT is the "First Token Stream Event" relative to span start."""
+    times = [at for name, at in span.events if name == "First Token Stream Event"]
+    if times and span.start is not None:
+        out.put("Streaming", 1)
+        out.put_ms("TtftMs", (min(times) - span.start) / _NS_PER_MS)
+
+
+_CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})
+
+
+def _chunk_events(span: _Span, out: _Out) -> None:
+    """OpenLLMetry: TTFT, decode time and inter-token latency from completion chunk events."""
+    times = sorted(at for name, at in span.events if name in _CHUNK_EVENTS)
+    if times:
+        out.put("Streaming", 1)
+    if times and span.start is not None:
+        out.put_ms("TtftMs", (times[0] - span.start) / _NS_PER_MS)
+    if len(times) < 2:
+        return
+    out.put_ms("DecodeMs", (times[-1] - times[0]) / _NS_PER_MS)
+    gaps = sorted((b - a) / _NS_PER_MS for a, b in pairwise(times))
+    out.put_ms("ItlMeanMs", sum(gaps) / len(gaps))
+    out.put_ms("ItlP50Ms", _percentile(gaps, 50))
+    out.put_ms("ItlP95Ms", _percentile(gaps, 95))
+    out.put_ms("ItlMaxMs", gaps[-1])
+
+
+def _langfuse_ttft(span: _Span, out: _Out) -> None:
+    key = "langfuse.observation.completion_start_time"
+    at = _iso_ns(span.attrs[key]) if key in span.attrs else None
+    if key in span.attrs and at is None:
+        out.flag(f"bad_attribute:{key}")
+    elif at is not None and span.start is not None:
+        out.put_ms("TtftMs", (at - span.start) / _NS_PER_MS)
+
+
+def _vercel_stream(span: _Span, out: _Out) -> None:
+    operation = span.attrs.get("ai.operationId", span.name)
+    if isinstance(operation, str) and operation.endswith(".doStream"):
+        out.put("Streaming", 1)
+    first = out.read(span.attrs, "ai.response.msToFirstChunk", _DURATIONS["ms"])
+    finish = out.read(span.attrs, "ai.response.msToFinish", _DURATIONS["ms"])
+    if isinstance(first, float) and isinstance(finish, float):
+        out.put_ms("DecodeMs", finish - first)
+
+
+def _logfire_stream(span: _Span, out: _Out) -> None:
+    """A streamed request span ends when the stream starts; a later log times the rest."""
+    template = span.attrs.get("logfire.msg_template", span.name)
+    if isinstance(template, str) and template.startswith("streaming response from"):
+        decode = out.read(span.attrs, "duration", _DURATIONS["s"])
+        if isinstance(decode, float):
+            out.put("DecodeMs", decode)
+    elif out.role == _MODEL and out.values["Streaming"] == 1 and span.duration_ms is not None:
+        out.put_ms("TtftMs", span.duration_ms)
+
+
+DIALECTS: tuple[Dialect, ...] = (
+    Dialect(
+        name="openinference",
+        detect=_has("openinference.span.kind"),
+        kind_keys=("openinference.span.kind",),
+        roles={"llm": _CHAT, "embedding": _EMBED, "tool": _RUN_TOOL, "agent": _RUN_AGENT},
+        sources={
+            "Model": ("llm.model_name", "embedding.model_name"),
+            "Provider": ("llm.provider", "llm.system"),
+            "InputTokens": "llm.token_count.prompt",
+            "OutputTokens": "llm.token_count.completion",
+            "CacheReadTokens": "llm.token_count.prompt_details.cache_read",
+            "CacheCreationTokens": "llm.token_count.prompt_details.cache_write",
+            "ReasoningTokens": "llm.token_count.completion_details.reasoning",
+            "Tool": "tool.name",
+            "ToolCallId": "tool_call.id",
+            "Agent": "agent.name",
+            "ConversationId": "session.id",
+            _ENTITY: _SPAN_NAME,
+        },
+        extra=_first_token_event,
+    ),
+    Dialect(
+        name="openllmetry",
+        detect=_has("traceloop.span.kind", "llm.request.type"),
+        kind_keys=("llm.request.type", "traceloop.span.kind"),
+        roles={
+            **{"chat": _CHAT, "completion": _COMPLETION, "embedding": _EMBED, "tool": _RUN_TOOL},
+            **{"workflow": (_AGENT, sc.OP_INVOKE_WORKFLOW), "agent": _RUN_AGENT, "task": (_OTHER, "")},
+        },
+        sources={
+            "DecodeMs": "llm.chat_completions.streaming_time_to_generate",
+            "Streaming": "llm.is_streaming",
+            _ENTITY: "traceloop.entity.name",
+        },
+        extra=_chunk_events,
+    ),
+    Dialect(
+        name="langfuse",
+        detect=_has("langfuse.observation.type"),
+        kind_keys=("langfuse.observation.type",),
+        roles={"generation": _CHAT, "embedding": _EMBED, "tool": _RUN_TOOL, "agent": _RUN_AGENT},
+        json_attrs=(_USAGE,),
+        sources={
+            "Model": "langfuse.observation.model.name",
+            "InputTokens": _within(_USAGE, "input", "input_tokens"),
+            "OutputTokens": _within(_USAGE, "output", "output_tokens"),
+            "CacheReadTokens": _within(_USAGE, "cache_read_input_tokens", "input_cached_tokens"),
+            "CacheCreationTokens": _within(_USAGE, "cache_creation_input_tokens"),
+            "ReasoningTokens": _within(_USAGE, "output_reasoning_tokens", "reasoning_tokens"),
+            "ConversationId": ("session.id", "langfuse.session.id"),
+            _ENTITY: _SPAN_NAME,
+        },
+        extra=_langfuse_ttft,
+    ),
+    Dialect(
+        name="vercel",
+        detect=_has("ai.operationId", name_prefixes=("ai.",)),
+        kind_keys=("ai.operationId", _NAME),
+        roles={
+            **dict.fromkeys(_within("ai", "generateText.doGenerate", "streamText.doStream"), _CHAT),
+            **dict.fromkeys(_within("ai", "generateObject.doGenerate", "streamObject.doStream"), _CHAT),
+            **dict.fromkeys(_within("ai", "embed.doEmbed", "embedMany.doEmbed"), _EMBED),
+            "ai.toolCall": _RUN_TOOL,
+            **dict.fromkeys(_within("ai", *_VERCEL_TOP), _RUN_AGENT),
+        },
+        unit="ms",
+        sources={
+            "Model": ("ai.response.model", "ai.model.id"),
+            "Provider": "ai.model.provider",
+            "TtftMs": "ai.response.msToFirstChunk",
+            "InputTokens": ("ai.usage.promptTokens", "ai.usage.inputTokens", "ai.usage.tokens"),
+            "OutputTokens": ("ai.usage.completionTokens", "ai.usage.outputTokens"),
+            "CacheReadTokens": "ai.usage.cachedInputTokens",
+            "ReasoningTokens": "ai.usage.reasoningTokens",
+            "Tool": "ai.toolCall.name",
+            "ToolCallId": "ai.toolCall.id",
+            _ENTITY: "ai.telemetry.functionId",
+        },
+        extra=_vercel_stream,
+    ),
+    Dialect(
+        name="logfire",
+        detect=_has(
+            "logfire.msg_template", name_prefixes=("Chat Completion with ", "Message with ", "streaming response from ")
+        ),
+        kind_keys=("logfire.msg_template", _NAME),
+        roles={"chat completion with *": _CHAT, "message with *": _CHAT, "completion with *": _COMPLETION}
+        | {"embedding creation with *": _EMBED},
+        json_attrs=("request_data",),
+        sources={
+            "Model": (sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, "request_data.model"),
+            "Streaming": (sc.GEN_AI_REQUEST_STREAM, "request_data.stream"),
+        },
+        extra=_logfire_stream,
+    ),
+    Dialect(
+        name="sglang",
+        detect=_has(key_prefix="sglang."),
+        fixed={"Role": _MODEL, "IsServerSpan": 1},
+        defaults={"Provider": "sglang"},
+        sources={
+            **_SERVER_SOURCES,
+            "CacheReadTokens": ("sglang.kv_cache.hit_tokens", sc.GEN_AI_USAGE_CACHED_TOKENS),
+            "SpecProposedTokens": "sglang.speculative.proposed_drafts",
+            "SpecAcceptedTokens": "sglang.speculative.accepted_drafts",
+        },
+    ),
+    Dialect(
+        name="vllm",
+        detect=_is_vllm,
+        fixed={"Role": _MODEL, "IsServerSpan": 1},
+        defaults={"Provider": "vllm"},
+        sources=_SERVER_SOURCES,
+    ),
+    Dialect(
+        name="genai",
+        detect=_has(sc.GEN_AI_OPERATION_NAME),
+        kind_keys=(sc.GEN_AI_OPERATION_NAME,),
+        roles={
+            **{op: (_MODEL, op) for op in sc.MODEL_OPERATIONS},
+            **{op: (_AGENT, op) for op in sc.AGENT_OPERATIONS},
+            sc.OP_EXECUTE_TOOL: _RUN_TOOL,
+        },
+        sources={
+            "TtftMs": sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+            "Streaming": sc.GEN_AI_REQUEST_STREAM,
+            "QueueMs": sc.GEN_AI_LATENCY_TIME_IN_QUEUE,
+            "PrefillMs": sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL,
+            # the server's own decode time beats our first-to-last-chunk measurement
+            "DecodeMs": (sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE, sc.DECODE_DURATION),
+            "ItlMeanMs": sc.ITL_MEAN,
+            "ItlP50Ms": sc.ITL_P50,
+            "ItlP95Ms": sc.ITL_P95,
+            "ItlMaxMs": sc.ITL_MAX,
+            "StallCount": sc.ITL_STALLS,
+            "SpecProposedTokens": sc.SPECULATIVE_PROPOSED_TOKENS,
+            "SpecAcceptedTokens": sc.SPECULATIVE_ACCEPTED_TOKENS,
+            "PrefetchOutcome": sc.PREFETCH_OUTCOME,
+            "PrefetchSavedMs": sc.PREFETCH_SAVED,
+            "PrefetchWastedMs": sc.PREFETCH_WASTED,
+        },
+    ),
+)
+_UNKNOWN = Dialect(name="", detect=lambda span: True)
+
+
+# --- the derivation ----------------------------------------------------------------------
+
+
+def derive(
+    name: str,
+    kind: str,
+    start_ns: int,
+    end_ns: int,
+    attributes: Mapping[str, object],
+    events: Sequence[Event],
+) -> tuple[dict[str, object], list[str]]:
+    """Return (derived, flags): derived has exactly the keys of DERIVED_NAMES; flags are
+    short machine-readable strings such as 'bad_attribute:gen_ai.usage.input_tokens'."""
+    out = _Out(dict(DERIVED_DEFAULTS))
+    try:
+        _derive(_span(name, kind, start_ns, end_ns, attributes, events, out), out)
+    except Exception as exc:  # last resort: one odd span must never stop ingest
+        out = _Out(dict(DERIVED_DEFAULTS))
+        out.flag(f"normalise_error:{type(exc).__name__}")
+    return {key: out.values[key] for key in DERIVED_NAMES}, list(out.flags)
+
+
+def _span(name: object, kind: object, start: object, end: object, attrs: object, events: object, out: _Out) -> _Span:
+    """Validate the raw inputs; anything malformed is dropped and flagged."""
+    start_ns, end_ns = _unix_ns(start), _unix_ns(end)
+    if start_ns is None or end_ns is None or end_ns < start_ns:
+        out.flag("bad_span_times")
+    if not isinstance(attrs, Mapping):
+        out.flag("bad_attributes")
+        attrs = {}
+    return _Span(
+        name=name if isinstance(name, str) else "",
+        kind=kind if isinstance(kind, str) else "",
+        start=start_ns,
+        end=end_ns,
+        attrs={key: value for key, value in attrs.items() if isinstance(key, str)},
+        events=_events(events, out),
+    )
+
+
+def _unix_ns(value: object) -> int | None:
+    """A timestamp as OTLP carries it (fixed64 unix ns), else None."""
+    return value if type(value) is int and 0 <= value < 2**64 else None
+
+
+def _events(events: object, out: _Out) -> tuple[tuple[str, int], ...]:
+    if not isinstance(events, Sequence) or isinstance(events, str | bytes):
+        out.flag("bad_event")
+        return ()
+    clean = []
+    for event in events:
+        ok = isinstance(event, Sequence) and not isinstance(event, str | bytes) and len(event) >= 2
+        if ok and isinstance(event[0], str) and _unix_ns(event[1]) is not None:
+            clean.append((event[0], event[1]))
+        else:
+            out.flag("bad_event")
+    return tuple(clean)
+
+
+def _derive(span: _Span, out: _Out) -> None:
+    dialect = next((d for d in DIALECTS if d.detect(span)), _UNKNOWN)
+    attrs = {**span.attrs, **_flatten(dialect.json_attrs, span.attrs, out), _SPAN_NAME: span.name}
+    span = replace(span, attrs=attrs)
+    for column, value in dialect.fixed.items():
+        out.put(column, value)
+    out.role, operation = _role(dialect, span, out)
+    out.put("Role", out.role)
+    out.put("Dialect", dialect.name)
+    if operation:
+        out.put("Operation", operation)
+    _read_sources(dialect.sources, dialect.unit, attrs, out)
+    _read_sources(GENERIC_SOURCES, "s", attrs, out)
+    if dialect.extra is not None:
+        dialect.extra(span, out)
+    for column, value in dialect.defaults.items():
+        out.put(column, value)
+    ttft, duration = out.values["TtftMs"], span.duration_ms
+    if isinstance(ttft, float) and duration is not None and ttft > duration + 1e-6:
+        out.flag("ttft_exceeds_duration")
+
+
+def _read_sources(sources: Sources, unit: str, attrs: Mapping[str, object], out: _Out) -> None:
+    for column, names in sources.items():
+        convert = _converter(column, unit)
+        for name in (names,) if isinstance(names, str) else names:
+            value = out.read(attrs, name, convert)  # read all, so every bad one is flagged
+            if value is not None:
+                out.put(column, value)
+
+
+def _role(dialect: Dialect, span: _Span, out: _Out) -> tuple[str, str]:
+    """The first kind key whose value the dialect's role table knows decides."""
+    if "Role" in dialect.fixed:
+        return str(dialect.fixed["Role"]), ""
+    for key in dialect.kind_keys:
+        raw = span.name if key == _NAME else span.attrs.get(key)
+        if raw is not None and not isinstance(raw, str):
+            out.flag(f"bad_attribute:{key}")
+            continue
+        value = (raw or "").strip().lower()
+        wild = (r for k, r in dialect.roles.items() if k[-1:] == "*" and value.startswith(k[:-1]))
+        hit = dialect.roles.get(value) or next(wild, None)
+        if value and hit:
+            return hit
+    return _OTHER, ""
+
+
+def _flatten(names: Sequence[str], attrs: Mapping[str, object], out: _Out) -> dict[str, object]:
+    """Scalar members of JSON-object attributes as virtual attributes "<attr>.<key>"."""
+    flat: dict[str, object] = {}
+    for name in (n for n in names if n in attrs):
+        raw = attrs[name]
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) else raw
+        except (ValueError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, Mapping):
+            out.flag(f"bad_attribute:{name}")
+            continue
+        scalars = {k: v for k, v in parsed.items() if isinstance(v, str | int | float | bool)}
+        flat |= {f"{name}.{key}": value for key, value in scalars.items()}
+    return flat

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import ServerProcess
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One real collector for the session; tests use distinct services or trace ids."""
+    proc = ServerProcess(tmp_path_factory.mktemp("server")).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A collector of this test's own, for restarts and crashes."""
+    proc = ServerProcess(tmp_path)
+    yield proc
+    proc.kill()
