@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".agentlat-install"
-EXTRAS = ".[server,test]"
+EXTRAS = ".[server,demo,test]"
 
 
 def say(message: str) -> None:

@@ -1,0 +1,456 @@
+"""Exact, explainable split of one trace's end-to-end time, and the tool calls that could run in parallel.
+
+Pure: no I/O, no logging. ``analyse(spans)`` takes the ``SpanRecord`` values of one trace in any
+order (several services, late or missing spans) and returns a frozen ``TraceAnalysis``. Iterative
+throughout (no recursion, any depth) and O(n log n). Imports nothing from agentlat but ``semconv``.
+
+Assembly
+  * Duplicate span ids: the record that ends last wins (ties: the longer one). ``end < start`` is
+    read as zero length.
+  * A span whose parent id is its own or is not in the trace is an orphan. A parent cycle is broken
+    at its earliest-starting span (ties: the longest), which becomes an orphan.
+  * Root: the earliest-starting span with parent ``''`` (ties: longest, then span id). With none the
+    trace is ``partial`` and the earliest-starting orphan is the root. Every other parentless span
+    is attached under the root.
+  * E2E is the root's duration. For a partial trace it is max end - min start over all spans; the
+    root's window is widened to that, and its own time outside its real interval (time of the
+    missing parent) is orchestration.
+
+Critical path
+  Walk from the root over its window. For a span S walked over [lo, hi], with cursor = hi: its
+  children are clamped to [lo, hi] (clock skew between services) and those clamped to zero length
+  are dropped. Repeatedly take the child that ends last at or before the cursor (ties: the one that
+  started first), walk it over its clamped interval, and set cursor = its start. Children that end
+  after the cursor overlap a chosen one and are skipped: that is what parallel means. Time in
+  [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. The segments tile
+  [start_ns, start_ns + e2e_ns) exactly; ``critical_path`` lists the walked spans by start time.
+
+Attribution
+  A segment belongs to the nearest ancestor-or-self that is a model or tool span (a model call's
+  phase spans and server spans count as model; a model call inside a tool counts as model), else
+  to orchestration, so model_ns + tool_ns + orchestration_ns == e2e_ns. Model segments inside a
+  ``queue``/``prefill``/``decode`` phase span (or its descendants) also count in queue_ns etc.
+
+Plain sums and counts
+  A client model call has role model, is not a server span and is not a phase span; server spans
+  never add model calls. model_sum_ns / tool_sum_ns are plain sums of client model call / tool call
+  durations (nested calls count in both). parallelism = (model_sum_ns + tool_sum_ns) /
+  (model_ns + tool_ns), 1.0 when the denominator is 0. A server span joins the nearest client model
+  call above it (outermost server spans only); server_ns sums joined server spans and
+  client_wait_ns sums, per joined model call, max(0, call duration - its server time). Cache and
+  speculative ratios use each client model call's own pair of numbers, else its joined server
+  span's. Prefetch outcomes and errors count over all spans.
+
+Parallelisable tool calls
+  Among the children of one span, taken by start time, tool calls t1, t2, ... form a serial run
+  when each starts at or after the previous one ended, no other sibling that is a client model call
+  or contains one starts strictly between the starts of consecutive members (it would consume the
+  earlier result and decide the next call), and no member's depends_on names the tool_call_id of
+  an earlier member. Siblings are never ancestors of each other. Each maximal run of two or more is
+  a ``ParallelGroup``. Its saving is sum - max of the members' walked (clamped) durations, counted
+  only when every member is on the critical path (else 0): running them together would shorten
+  E2E by that much, which never exceeds the split's model_ns + tool_ns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from agentlat import semconv as sc
+
+__all__ = ["ParallelGroup", "PathSegment", "SpanRecord", "TraceAnalysis", "analyse"]
+
+MODEL, TOOL, ORCHESTRATION = sc.ROLE_MODEL, sc.ROLE_TOOL, "orchestration"
+PHASES = ("queue", "prefill", "decode")
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    span_id: str
+    parent_span_id: str  # '' for a root
+    name: str
+    service: str
+    start_ns: int
+    end_ns: int
+    role: str  # 'model' | 'tool' | 'agent' | 'other'
+    is_server_span: bool = False  # vLLM/SGLang server-side span of a model call
+    error: bool = False
+    route: str = ""
+    agent: str = ""
+    model: str = ""
+    tool: str = ""
+    tool_call_id: str = ""
+    depends_on: tuple[str, ...] = ()  # tool call ids whose output this tool call consumed
+    phase: str = ""  # 'queue' | 'prefill' | 'decode' on the SDK's child phase spans of a model call
+    ttft_ms: float | None = None
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+    spec_proposed_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    prefetch_outcome: str = ""  # '' | 'hit' | 'miss' | 'cancelled'
+    prefetch_saved_ms: float | None = None
+    prefetch_wasted_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PathSegment:
+    """[start_ns, end_ns) on the critical path is span_id's own time, attributed to category."""
+
+    span_id: str
+    start_ns: int
+    end_ns: int
+    category: str  # 'model' | 'tool' | 'orchestration'
+    phase: str = ""  # 'queue' | 'prefill' | 'decode' for model time inside a phase span
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelGroup:
+    """Tool calls that ran one after another though none consumed another's output."""
+
+    span_ids: tuple[str, ...]
+    tools: tuple[str, ...]
+    saving_ns: int  # E2E saved by running them together; 0 unless all are on the critical path
+    on_critical_path: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TraceAnalysis:
+    root_span_id: str
+    partial: bool
+    start_ns: int
+    e2e_ns: int
+    service: str
+    route: str
+    agent: str
+    model_ns: int
+    tool_ns: int
+    orchestration_ns: int
+    queue_ns: int
+    prefill_ns: int
+    decode_ns: int
+    critical_path: tuple[str, ...]
+    segments: tuple[PathSegment, ...]
+    model_sum_ns: int
+    tool_sum_ns: int
+    parallelism: float
+    model_calls: int
+    tool_calls: int
+    errors: int
+    span_count: int
+    first_ttft_ms: float | None
+    cache_hit_ratio: float | None
+    spec_acceptance: float | None
+    prefetch_hits: int
+    prefetch_misses: int
+    prefetch_saved_ms: float
+    prefetch_wasted_ms: float
+    server_ns: int
+    client_wait_ns: int
+    parallelisable: tuple[ParallelGroup, ...]
+    parallel_saving_ns: int
+
+
+@dataclass(slots=True)
+class _Tree:
+    spans: list[SpanRecord]  # deduplicated, sorted by (start, -end, span id): index order is the tie-break
+    parent: list[int]  # -1 for the root
+    children: list[list[int]]  # in index order
+    order: list[int]  # breadth-first from the root: parents before children
+    root: int
+    partial: bool
+    lo: int  # the root's window
+    hi: int
+
+
+def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
+    """Split one trace's E2E into model, tool and orchestration time along its critical path."""
+    if not spans:
+        raise ValueError("analyse() needs the spans of one trace; got none")
+    tree = _assemble(spans)
+    segments, windows = _walk(tree)
+    split = {MODEL: 0, TOOL: 0, ORCHESTRATION: 0, **dict.fromkeys(PHASES, 0)}
+    for seg in segments:
+        split[seg.category] += seg.end_ns - seg.start_ns
+        if seg.phase:
+            split[seg.phase] += seg.end_ns - seg.start_ns
+    groups = _parallel_groups(tree, windows)
+    model_sum, tool_sum = _sum(tree, _is_client_model), _sum(tree, _is_tool)
+    on_path = split[MODEL] + split[TOOL]
+    root, ordered = tree.spans[tree.root], tree.spans
+    path = sorted(windows, key=lambda i: (windows[i][0], windows[i][2], i))
+    return TraceAnalysis(
+        root_span_id=root.span_id,
+        partial=tree.partial,
+        start_ns=tree.lo,
+        e2e_ns=tree.hi - tree.lo,
+        service=root.service or _first(ordered, "service"),
+        route=root.route or _first(ordered, "route"),
+        agent=root.agent or _first(ordered, "agent"),
+        model_ns=split[MODEL],
+        tool_ns=split[TOOL],
+        orchestration_ns=split[ORCHESTRATION],
+        queue_ns=split["queue"],
+        prefill_ns=split["prefill"],
+        decode_ns=split["decode"],
+        critical_path=tuple(tree.spans[i].span_id for i in path),
+        segments=tuple(segments),
+        model_sum_ns=model_sum,
+        tool_sum_ns=tool_sum,
+        parallelism=(model_sum + tool_sum) / on_path if on_path > 0 else 1.0,
+        model_calls=sum(map(_is_client_model, ordered)),
+        tool_calls=sum(map(_is_tool, ordered)),
+        errors=sum(s.error for s in ordered),
+        span_count=len(ordered),
+        first_ttft_ms=next((s.ttft_ms for s in ordered if _is_client_model(s) and s.ttft_ms is not None), None),
+        prefetch_hits=sum(s.prefetch_outcome == "hit" for s in ordered),
+        prefetch_misses=sum(s.prefetch_outcome in ("miss", "cancelled") for s in ordered),
+        prefetch_saved_ms=sum(s.prefetch_saved_ms or 0.0 for s in ordered),
+        prefetch_wasted_ms=sum(s.prefetch_wasted_ms or 0.0 for s in ordered),
+        parallelisable=tuple(groups),
+        parallel_saving_ns=sum(g.saving_ns for g in groups),
+        **_server_join(tree),
+    )
+
+
+# --- assembly ---------------------------------------------------------------------------
+
+
+def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
+    ordered = _dedupe(spans)
+    parent = _parents(ordered)
+    orphans = [i for i, p in enumerate(parent) if p == -1]  # never empty once cycles are broken
+    roots = [i for i in orphans if not ordered[i].parent_span_id]
+    root = min(roots or orphans)
+    for i in orphans:
+        if i != root:
+            parent[i] = root
+    children: list[list[int]] = [[] for _ in ordered]
+    for i, p in enumerate(parent):
+        if p != -1:
+            children[p].append(i)
+    order = [root]
+    for i in order:  # grows while iterating: breadth-first
+        order.extend(children[i])
+    partial = not roots
+    lo = min(s.start_ns for s in ordered) if partial else ordered[root].start_ns
+    hi = max(s.end_ns for s in ordered) if partial else ordered[root].end_ns
+    return _Tree(ordered, parent, children, order, root, partial, lo, hi)
+
+
+def _dedupe(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
+    best: dict[str, SpanRecord] = {}
+    for span in spans:
+        if span.end_ns < span.start_ns:
+            span = replace(span, end_ns=span.start_ns)
+        old = best.get(span.span_id)
+        if old is None or _wins(span, old):
+            best[span.span_id] = span
+    return sorted(best.values(), key=lambda s: (s.start_ns, -s.end_ns, s.span_id))
+
+
+def _wins(new: SpanRecord, old: SpanRecord) -> bool:
+    """Ends later, else is longer; exact duplicates in time are ordered by repr so input order never matters."""
+    a, b = (new.end_ns, -new.start_ns), (old.end_ns, -old.start_ns)
+    return a > b or (a == b and repr(new) > repr(old))
+
+
+def _parents(spans: list[SpanRecord]) -> list[int]:
+    index = {s.span_id: i for i, s in enumerate(spans)}
+    parent = [
+        index.get(s.parent_span_id, -1) if s.parent_span_id and s.parent_span_id != s.span_id else -1 for s in spans
+    ]
+    state = [0] * len(spans)  # 0 unseen, 1 on the current chain, 2 done
+    for start in range(len(spans)):
+        chain, i = [], start
+        while i != -1 and state[i] == 0:
+            state[i] = 1
+            chain.append(i)
+            i = parent[i]
+        if i != -1 and state[i] == 1:  # the chain closed on itself: break at the earliest span
+            parent[min(chain[chain.index(i) :])] = -1
+        for j in chain:
+            state[j] = 2
+    return parent
+
+
+# --- critical path ----------------------------------------------------------------------
+
+
+def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[int, tuple[int, int, int]]]:
+    """Segments in time order, and the walked window (lo, hi, depth) of each span on the path."""
+    category, phase = _attribution(tree)
+    raw: list[tuple[int, int, int]] = []
+    windows: dict[int, tuple[int, int, int]] = {}
+    stack = [(tree.root, tree.lo, tree.hi, 0)]
+    while stack:
+        node, lo, hi, depth = stack.pop()
+        windows[node] = (lo, hi, depth)
+        cursor = hi
+        for c_lo, c_hi, child in _clamped_children(tree, node, lo, hi):
+            if c_hi > cursor:
+                continue
+            if c_hi < cursor:
+                raw.append((c_hi, cursor, node))
+            stack.append((child, c_lo, c_hi, depth + 1))
+            cursor = c_lo
+        if lo < cursor:
+            raw.append((lo, cursor, node))
+    segments: list[PathSegment] = []
+    for lo, hi, node in sorted(raw):
+        for a, b, cat in _split_root_time(tree, node, lo, hi, category[node]):
+            segments.append(PathSegment(tree.spans[node].span_id, a, b, cat, phase[node] if cat == MODEL else ""))
+    return segments, windows
+
+
+def _clamped_children(tree: _Tree, node: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """Children clamped to [lo, hi], zero-length ones dropped, latest end first (ties: earliest start)."""
+    out = []
+    for c in tree.children[node]:
+        c_lo, c_hi = max(tree.spans[c].start_ns, lo), min(tree.spans[c].end_ns, hi)
+        if c_hi > c_lo:
+            out.append((c_lo, c_hi, c))
+    out.sort(key=lambda t: (-t[1], t[0], t[2]))
+    return out
+
+
+def _split_root_time(tree: _Tree, node: int, lo: int, hi: int, cat: str) -> list[tuple[int, int, str]]:
+    """A partial trace's root owns only its real interval; the widened rest is orchestration."""
+    if not (tree.partial and node == tree.root):
+        return [(lo, hi, cat)]
+    real_lo, real_hi = tree.spans[node].start_ns, tree.spans[node].end_ns
+    cuts = sorted({lo, hi, min(max(real_lo, lo), hi), min(max(real_hi, lo), hi)})
+    return [(a, b, cat if real_lo <= a and b <= real_hi else ORCHESTRATION) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _attribution(tree: _Tree) -> tuple[list[str], list[str]]:
+    """Per span: the category its own time counts as, and the model phase it lies in."""
+    category, phase = [ORCHESTRATION] * len(tree.spans), [""] * len(tree.spans)
+    for i in tree.order:
+        span, p = tree.spans[i], tree.parent[i]
+        inherited_cat, inherited_phase = (category[p], phase[p]) if p != -1 else (ORCHESTRATION, "")
+        if span.role == MODEL or span.is_server_span or span.phase:
+            category[i] = MODEL
+        elif span.role == TOOL:
+            category[i] = TOOL
+        else:
+            category[i] = inherited_cat
+        if span.phase in PHASES:
+            phase[i] = span.phase
+        elif span.role not in (MODEL, TOOL):
+            phase[i] = inherited_phase
+    return category, phase
+
+
+# --- sums, joins and what-ifs -----------------------------------------------------------
+
+
+def _is_client_model(span: SpanRecord) -> bool:
+    return span.role == MODEL and not span.is_server_span and not span.phase
+
+
+def _is_tool(span: SpanRecord) -> bool:
+    return span.role == TOOL
+
+
+def _duration(span: SpanRecord) -> int:
+    return span.end_ns - span.start_ns
+
+
+def _sum(tree: _Tree, keep: object) -> int:
+    return sum(_duration(s) for s in tree.spans if keep(s))  # type: ignore[operator]
+
+
+def _first(spans: list[SpanRecord], field: str) -> str:
+    return next((str(getattr(s, field)) for s in spans if getattr(s, field)), "")
+
+
+def _server_join(tree: _Tree) -> dict[str, object]:
+    """server_ns, client_wait_ns and the ratios that may fall back on a joined server span."""
+    call, under_server = [-1] * len(tree.spans), [False] * len(tree.spans)
+    joined: dict[int, list[int]] = {}
+    for i in tree.order:
+        span, p = tree.spans[i], tree.parent[i]
+        if _is_client_model(span):
+            call[i] = i
+        elif p != -1:
+            call[i], under_server[i] = call[p], under_server[p] or tree.spans[p].is_server_span
+        if span.is_server_span and call[i] != -1 and not under_server[i]:
+            joined.setdefault(call[i], []).append(i)
+    server = {m: sum(_duration(tree.spans[s]) for s in ss) for m, ss in joined.items()}
+    calls = [i for i, s in enumerate(tree.spans) if _is_client_model(s)]
+    return {
+        "server_ns": sum(server.values()),
+        "client_wait_ns": sum(max(0, _duration(tree.spans[m]) - t) for m, t in server.items()),
+        "cache_hit_ratio": _ratio(tree, calls, joined, "cache_read_tokens", "input_tokens"),
+        "spec_acceptance": _ratio(tree, calls, joined, "spec_accepted_tokens", "spec_proposed_tokens"),
+    }
+
+
+def _ratio(tree: _Tree, calls: list[int], joined: dict[int, list[int]], num: str, den: str) -> float | None:
+    top = bottom = 0
+    for m in calls:
+        for i in (m, *joined.get(m, ())):
+            a, b = getattr(tree.spans[i], num), getattr(tree.spans[i], den)
+            if a is not None and b is not None:
+                top, bottom = top + a, bottom + b
+                break
+    return top / bottom if bottom > 0 else None
+
+
+def _parallel_groups(tree: _Tree, windows: dict[int, tuple[int, int, int]]) -> list[ParallelGroup]:
+    deciding = _contains_client_model(tree)
+    runs: list[list[int]] = []
+    for kids in tree.children:
+        run: list[int] = []
+        deciders: list[int] = []  # starts of deciding siblings seen since the run's last member
+        for k in kids:  # index order is start order
+            span = tree.spans[k]
+            if not _is_tool(span):
+                if deciding[k]:
+                    deciders.append(span.start_ns)
+                continue
+            if not (run and _extends(tree, run, span, deciders)):
+                runs.append(run)
+                run = []
+            run.append(k)
+            deciders = []
+        runs.append(run)
+    groups = [_group(tree, run, windows) for run in runs if len(run) >= 2]
+    return sorted(groups, key=lambda g: (tree.spans[_index_of(tree, g)].start_ns, g.span_ids))
+
+
+def _extends(tree: _Tree, run: list[int], span: SpanRecord, deciders: list[int]) -> bool:
+    prev = tree.spans[run[-1]]
+    if span.start_ns < prev.end_ns or any(prev.start_ns < d < span.start_ns for d in deciders):
+        return False
+    earlier = {tree.spans[i].tool_call_id for i in run} - {""}
+    return not earlier.intersection(span.depends_on)
+
+
+def _contains_client_model(tree: _Tree) -> list[bool]:
+    has = [_is_client_model(s) for s in tree.spans]
+    for i in reversed(tree.order):
+        if has[i] and tree.parent[i] != -1:
+            has[tree.parent[i]] = True
+    return has
+
+
+def _group(tree: _Tree, run: list[int], windows: dict[int, tuple[int, int, int]]) -> ParallelGroup:
+    on_path = all(i in windows for i in run)
+    walked = [windows[i][1] - windows[i][0] for i in run] if on_path else [0]
+    return ParallelGroup(
+        span_ids=tuple(tree.spans[i].span_id for i in run),
+        tools=tuple(tree.spans[i].tool or tree.spans[i].name for i in run),
+        saving_ns=sum(walked) - max(walked),
+        on_critical_path=on_path,
+    )
+
+
+def _index_of(tree: _Tree, group: ParallelGroup) -> int:
+    return next(i for i, s in enumerate(tree.spans) if s.span_id == group.span_ids[0])

@@ -1,0 +1,48 @@
+"""Inter-token latency statistics from chunk arrival times: one implementation for the SDK
+(chunks it sees) and the collector (chunk events other instrumentations record)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile (0 ≤ q ≤ 1) of sorted values, by linear interpolation between closest
+    ranks (numpy's default), so p50 of 1..100 is 50.5."""
+    rank = q * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True, slots=True)
+class GapStats:
+    """Gaps between consecutive chunks, in nanoseconds."""
+
+    count: int
+    mean_ns: float
+    p50_ns: float
+    p95_ns: float
+    max_ns: int
+    stalls: int  # gaps longer than the stall threshold
+    decode_ns: int  # first chunk to last chunk
+
+
+def gap_stats(times_ns: Sequence[int], stall_threshold_ns: int | None = None) -> GapStats | None:
+    """Statistics of the gaps between sorted chunk times; None for fewer than two chunks."""
+    if len(times_ns) < 2:
+        return None
+    gaps = sorted(b - a for a, b in pairwise(times_ns))
+    stalls = 0 if stall_threshold_ns is None else sum(1 for g in gaps if g > stall_threshold_ns)
+    return GapStats(
+        count=len(gaps),
+        mean_ns=(times_ns[-1] - times_ns[0]) / len(gaps),
+        p50_ns=percentile(gaps, 0.5),
+        p95_ns=percentile(gaps, 0.95),
+        max_ns=gaps[-1],
+        stalls=stalls,
+        decode_ns=times_ns[-1] - times_ns[0],
+    )
