@@ -18,10 +18,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from itertools import pairwise
 
 from agentlat import semconv as sc
 from agentlat.store.schema import DERIVED_DEFAULTS, DERIVED_NAMES
+from agentlat.stream_stats import gap_stats
 
 __all__ = ["DIALECTS", "Dialect", "derive"]
 
@@ -115,14 +115,6 @@ def _iso_ns(value: object) -> int | None:
         moment = moment.replace(tzinfo=UTC)
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1_000
-
-
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default method)."""
-    rank = q / 100 * (len(ordered) - 1)
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def _converter(column: str, unit: str) -> Converter:
@@ -286,14 +278,14 @@ def _chunk_events(span: _Span, out: _Out) -> None:
         out.put("Streaming", 1)
     if times and span.start is not None:
         out.put_ms("TtftMs", (times[0] - span.start) / _NS_PER_MS)
-    if len(times) < 2:
+    stats = gap_stats(times)
+    if stats is None:
         return
-    out.put_ms("DecodeMs", (times[-1] - times[0]) / _NS_PER_MS)
-    gaps = sorted((b - a) / _NS_PER_MS for a, b in pairwise(times))
-    out.put_ms("ItlMeanMs", sum(gaps) / len(gaps))
-    out.put_ms("ItlP50Ms", _percentile(gaps, 50))
-    out.put_ms("ItlP95Ms", _percentile(gaps, 95))
-    out.put_ms("ItlMaxMs", gaps[-1])
+    out.put_ms("DecodeMs", stats.decode_ns / _NS_PER_MS)
+    out.put_ms("ItlMeanMs", stats.mean_ns / _NS_PER_MS)
+    out.put_ms("ItlP50Ms", stats.p50_ns / _NS_PER_MS)
+    out.put_ms("ItlP95Ms", stats.p95_ns / _NS_PER_MS)
+    out.put_ms("ItlMaxMs", stats.max_ns / _NS_PER_MS)
 
 
 def _langfuse_ttft(span: _Span, out: _Out) -> None:

@@ -46,6 +46,7 @@ class _State:
     processors: list[SpanProcessor]
     service: str
     endpoint: str
+    instrumented: list[str]
 
 
 _lock = threading.Lock()
@@ -87,11 +88,11 @@ def init(
             provider._agentlat_routes = True  # type: ignore[attr-defined]
         processors: list[SpanProcessor] = [_batch(exporter or _otlp(resolved, options), options)]
         provider.add_span_processor(processors[0])
-        _state = _State(provider, processors, service, resolved)
+        _state = _State(provider, processors, service, resolved, [])
     if options.propagate_into_threads:
         propagate_into_thread_pools()
     if options.instrument_clients:
-        _instrument_clients()
+        _state.instrumented = _instrument_clients() or []
     log.debug("agentlat: sending spans of %s to %s", service, resolved)
 
 
@@ -126,10 +127,10 @@ def _batch(exporter: SpanExporter, options: Options) -> BatchSpanProcessor:
 
 
 @guarded
-def _instrument_clients() -> None:
+def _instrument_clients() -> list[str]:
     from agentlat.instrument import instrument_installed_clients
 
-    instrument_installed_clients()
+    return instrument_installed_clients()
 
 
 def flush(timeout_seconds: float = 10.0) -> bool:
@@ -154,11 +155,12 @@ def shutdown() -> None:
         processor.force_flush()
         processor.shutdown()
     restore_thread_pools()
-    _uninstrument_clients()
+    if state.instrumented:
+        _uninstrument_clients(state.instrumented)
 
 
 @guarded
-def _uninstrument_clients() -> None:
+def _uninstrument_clients(libraries: list[str]) -> None:
     from agentlat.instrument import uninstrument_clients
 
-    uninstrument_clients()
+    uninstrument_clients(libraries)

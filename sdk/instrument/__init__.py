@@ -24,7 +24,8 @@ def instrument_installed_clients() -> list[str]:
     return done
 
 
-def uninstrument_clients() -> None:
+def uninstrument_clients(libraries: list[str]) -> None:
+    """Undo ``instrument_installed_clients`` for the libraries it returned."""
     for module, library in PROVIDERS.items():
-        if importlib.util.find_spec(library) is not None:
+        if library in libraries:
             importlib.import_module(f"agentlat.instrument.{module}").uninstrument()
