@@ -54,8 +54,9 @@ Parallelisable tool calls
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from agentlat import semconv as sc
 
@@ -325,7 +326,7 @@ def _split_root_time(tree: _Tree, node: int, lo: int, hi: int, cat: str) -> list
         return [(lo, hi, cat)]
     real_lo, real_hi = tree.spans[node].start_ns, tree.spans[node].end_ns
     cuts = sorted({lo, hi, min(max(real_lo, lo), hi), min(max(real_hi, lo), hi)})
-    return [(a, b, cat if real_lo <= a and b <= real_hi else ORCHESTRATION) for a, b in zip(cuts, cuts[1:]) if b > a]
+    return [(a, b, cat if real_lo <= a and b <= real_hi else ORCHESTRATION) for a, b in pairwise(cuts)]
 
 
 def _attribution(tree: _Tree) -> tuple[list[str], list[str]]:
@@ -362,8 +363,8 @@ def _duration(span: SpanRecord) -> int:
     return span.end_ns - span.start_ns
 
 
-def _sum(tree: _Tree, keep: object) -> int:
-    return sum(_duration(s) for s in tree.spans if keep(s))  # type: ignore[operator]
+def _sum(tree: _Tree, keep: Callable[[SpanRecord], bool]) -> int:
+    return sum(_duration(s) for s in tree.spans if keep(s))
 
 
 def _first(spans: list[SpanRecord], field: str) -> str:
@@ -408,6 +409,7 @@ def _parallel_groups(tree: _Tree, windows: dict[int, tuple[int, int, int]]) -> l
     runs: list[list[int]] = []
     for kids in tree.children:
         run: list[int] = []
+        call_ids: set[str] = set()  # tool_call_ids of the run's members
         deciders: list[int] = []  # starts of deciding siblings seen since the run's last member
         for k in kids:  # index order is start order
             span = tree.spans[k]
@@ -415,22 +417,20 @@ def _parallel_groups(tree: _Tree, windows: dict[int, tuple[int, int, int]]) -> l
                 if deciding[k]:
                     deciders.append(span.start_ns)
                 continue
-            if not (run and _extends(tree, run, span, deciders)):
+            if not (run and _extends(tree.spans[run[-1]], span, deciders, call_ids)):
                 runs.append(run)
-                run = []
+                run, call_ids = [], set()
             run.append(k)
+            call_ids.add(span.tool_call_id)
             deciders = []
         runs.append(run)
-    groups = [_group(tree, run, windows) for run in runs if len(run) >= 2]
-    return sorted(groups, key=lambda g: (tree.spans[_index_of(tree, g)].start_ns, g.span_ids))
+    return [_group(tree, run, windows) for run in sorted(r for r in runs if len(r) >= 2)]  # by first start
 
 
-def _extends(tree: _Tree, run: list[int], span: SpanRecord, deciders: list[int]) -> bool:
-    prev = tree.spans[run[-1]]
+def _extends(prev: SpanRecord, span: SpanRecord, deciders: list[int], call_ids: set[str]) -> bool:
     if span.start_ns < prev.end_ns or any(prev.start_ns < d < span.start_ns for d in deciders):
         return False
-    earlier = {tree.spans[i].tool_call_id for i in run} - {""}
-    return not earlier.intersection(span.depends_on)
+    return not any(d and d in call_ids for d in span.depends_on)
 
 
 def _contains_client_model(tree: _Tree) -> list[bool]:
@@ -450,7 +450,3 @@ def _group(tree: _Tree, run: list[int], windows: dict[int, tuple[int, int, int]]
         saving_ns=sum(walked) - max(walked),
         on_critical_path=on_path,
     )
-
-
-def _index_of(tree: _Tree, group: ParallelGroup) -> int:
-    return next(i for i, s in enumerate(tree.spans) if s.span_id == group.span_ids[0])

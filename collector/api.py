@@ -9,10 +9,11 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from agentlat.store import DIMENSIONS, METRICS, SpanFilter, Store
-from agentlat.store.schema import DERIVED_NAMES
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
+
+from agentlat.store import DIMENSIONS, METRICS, SpanFilter, Store
+from agentlat.store.schema import DERIVED_NAMES
 
 NS = 1_000_000_000
 _WINDOW = re.compile(r"^(\d+)([smhd])$")

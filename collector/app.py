@@ -10,6 +10,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
 from agentlat import __version__
 from agentlat.collector import api, receiver
 from agentlat.collector.config import Settings
@@ -17,10 +22,6 @@ from agentlat.collector.otlp import Limits
 from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.wal import WriteAheadLog
 from agentlat.store import Store, StoreError, StoreUnavailable, open_store
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException
 
 log = logging.getLogger("agentlat.collector")
 

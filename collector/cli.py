@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from agentlat import __version__
-from agentlat.errors import AgentlatError
 from rich.console import Console
 from rich.logging import RichHandler
+
+from agentlat import __version__
+from agentlat.errors import AgentlatError
 
 console = Console(stderr=True)
 app = typer.Typer(

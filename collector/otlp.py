@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from agentlat.collector.normalise import derive
-from agentlat.store.schema import SPAN_ARROW_SCHEMA, SPAN_COLUMNS
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from agentlat.collector.normalise import derive
+from agentlat.store.schema import SPAN_ARROW_SCHEMA, SPAN_COLUMNS
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 STATUS_CODES = ("Unset", "Ok", "Error")

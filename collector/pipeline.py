@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 import pyarrow as pa
+
 from agentlat.collector.wal import Position, WriteAheadLog
 from agentlat.store import Store, StoreError
 from agentlat.store.backends import from_arrow_stream, to_arrow_stream

@@ -14,6 +14,15 @@ import time
 import zlib
 from dataclasses import dataclass
 
+from fastapi import APIRouter, Request, Response
+from google.protobuf import json_format
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from starlette.concurrency import run_in_threadpool
+
 from agentlat.collector.otlp import (
     DecodedBatch,
     Limits,
@@ -23,14 +32,6 @@ from agentlat.collector.otlp import (
     to_batch,
 )
 from agentlat.collector.pipeline import Backpressure, IngestPipeline
-from fastapi import APIRouter, Request, Response
-from google.protobuf import json_format
-from google.rpc import code_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from starlette.concurrency import run_in_threadpool
 
 log = logging.getLogger("agentlat.collector")
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import uvicorn
+from rich.console import Console
+
 from agentlat.collector.app import create_app
 from agentlat.collector.config import Settings
 from agentlat.errors import ConfigError
-from rich.console import Console
 
 
 def run_server(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
 from agentlat.store import queries
 from agentlat.store.backends import (
     Backend,

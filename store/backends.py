@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
+
 from agentlat.errors import AgentlatError
 
 

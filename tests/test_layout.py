@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import agentlat
-
 from tests.servers import AGENTLAT
 
 SERVER_MODULES = ("chdb", "clickhouse_connect", "fastapi", "streamlit", "polars", "pyarrow", "uvicorn")

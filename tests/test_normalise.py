@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from agentlat.collector import normalise
 from agentlat.collector.normalise import derive
 from agentlat.store.schema import DERIVED_DEFAULTS, DERIVED_NAMES

@@ -9,16 +9,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from agentlat.collector.otlp import (
-    DecodedBatch,
-    Limits,
-    OtlpDecodeError,
-    any_value,
-    as_text,
-    parse_json,
-    parse_protobuf,
-    to_batch,
-)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import (
     AnyValue,
@@ -29,6 +19,17 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 )
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from agentlat.collector.otlp import (
+    DecodedBatch,
+    Limits,
+    OtlpDecodeError,
+    any_value,
+    as_text,
+    parse_json,
+    parse_protobuf,
+    to_batch,
+)
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 SPAN_HEX = "eee19b7ec3c1b174"

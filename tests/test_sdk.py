@@ -10,13 +10,14 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 
-import agentlat
 import pytest
-from agentlat import _model_call
-from agentlat import semconv as sc
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+
+import agentlat
+from agentlat import _model_call
+from agentlat import semconv as sc
 
 MS = 1_000_000
 

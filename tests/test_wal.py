@@ -11,6 +11,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
+
 from agentlat.collector.wal import Position, WriteAheadLog
 
 HEADER = struct.Struct("<II")  # the documented frame header: length, crc32
