@@ -68,6 +68,8 @@ PHASES = ("queue", "prefill", "decode")
 
 @dataclass(frozen=True, slots=True)
 class SpanRecord:
+    """One span of a trace, already normalised (roles and units as ``agentlat.collector.normalise`` gives them)."""
+
     span_id: str
     parent_span_id: str  # '' for a root
     name: str
@@ -122,7 +124,10 @@ class ParallelGroup:
 
 @dataclass(frozen=True, slots=True)
 class TraceAnalysis:
+    """Where one trace's time went; every rule is in the module docstring. Times in ns unless named ``_ms``."""
+
     root_span_id: str
+    root_name: str
     partial: bool
     start_ns: int
     e2e_ns: int
@@ -187,6 +192,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
     path = sorted(windows, key=lambda i: (windows[i][0], windows[i][2], i))
     return TraceAnalysis(
         root_span_id=root.span_id,
+        root_name=root.name,
         partial=tree.partial,
         start_ns=tree.lo,
         e2e_ns=tree.hi - tree.lo,

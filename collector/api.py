@@ -4,15 +4,17 @@ Every route is scoped to the caller's project and reads through ``agentlat.store
 is written here.
 """
 
+import json
 import re
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from agentlat.store import DIMENSIONS, METRICS, SpanFilter, Store
+from agentlat.store import DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, ROLLUP_METRICS, SpanFilter, Store
 from agentlat.store.schema import DERIVED_NAMES
 
 NS = 1_000_000_000
@@ -20,6 +22,8 @@ _WINDOW = re.compile(r"^(\d+)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 MAX_WINDOW_DAYS = 400
+RAW_WINDOW_LIMIT_NS = 6 * 3600 * NS  # longer windows read the per-minute rollups
+SPLIT = {"e2e": "e2e", "model": "split_model", "tool": "split_tool", "orchestration": "split_orchestration"}
 
 
 def parse_window(now_ns: int, window: str, start: str | None, end: str | None) -> tuple[int, int]:
@@ -64,12 +68,81 @@ def _filters(request: Request) -> dict[str, str]:
     return {d: v for d in DIMENSIONS if (v := request.query_params.get(d)) not in (None, "")}
 
 
-def _group_by(raw: list[str]) -> list[str]:
+def _group_by(raw: list[str], allowed: Sequence[str] = tuple(DIMENSIONS)) -> list[str]:
     names = [part.strip() for item in raw for part in item.split(",") if part.strip()]
-    unknown = [n for n in names if n not in DIMENSIONS]
+    unknown = [n for n in names if n not in allowed]
     if unknown:
-        raise HTTPException(400, f"group_by {unknown}: choose from {sorted(DIMENSIONS)}")
+        raise HTTPException(400, f"group_by {unknown}: choose from {sorted(allowed)}")
     return list(dict.fromkeys(names))
+
+
+def _require_rollup_filters(where: SpanFilter) -> None:
+    extra = sorted(set(where.equals) - set(ROLLUP_DIMENSIONS))
+    if extra:
+        raise HTTPException(400, f"filters {extra} are not kept in rollups; filter by {list(ROLLUP_DIMENSIONS)}")
+
+
+def _use_rollups(source: str, metric: str, dims: list[str], where: SpanFilter) -> bool:
+    possible = metric in ROLLUP_METRICS and set(dims) | set(where.equals) <= set(ROLLUP_DIMENSIONS)
+    if source == "rollups" and not possible:
+        raise HTTPException(400, f"metric {metric!r} with these dimensions is not kept in rollups; use source=spans")
+    if source == "auto":
+        return possible and where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS
+    return source == "rollups"
+
+
+def _step_seconds(step: str) -> int:
+    match = _WINDOW.match(step.strip())
+    if not match:
+        raise HTTPException(400, f"step={step!r}: expected a number and a unit s|m|h|d, e.g. 1m, 5m, 1h")
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds < 60 or seconds % 60:
+        raise HTTPException(400, f"step={step!r}: rollups are per minute; use whole minutes")
+    return seconds
+
+
+def _window(where: SpanFilter) -> dict[str, str]:
+    return {"start": iso(where.start_ns), "end": iso(where.end_ns)}
+
+
+def _stats(row: dict[str, Any]) -> dict[str, Any]:
+    """Count, percentiles and (when the query has it) mean of a rollup row."""
+    p50, p95, p99 = row["q"]
+    stats = {"count": row["count"], "p50": p50, "p95": p95, "p99": p99}
+    if "mean" in row:
+        stats["mean"] = row["mean"]
+    return stats
+
+
+def _with_shares(entry: dict[str, Any]) -> dict[str, Any]:
+    """Means of the parts add up to the mean E2E (each trace's parts add up to its E2E)."""
+    mean_e2e = entry["e2e"]["mean"] or 0.0
+    entry["traces"] = entry["e2e"]["count"]
+    entry["share"] = {
+        part: (entry[part]["mean"] / mean_e2e if part in entry and mean_e2e else 0.0)
+        for part in ("model", "tool", "orchestration")
+    }
+    return entry
+
+
+def _analysis(row: dict[str, Any]) -> dict[str, Any]:
+    details = json.loads(row.pop("Details") or "{}")
+    out = {_snake(k): v for k, v in row.items()}
+    out["start"] = iso(out["start_ns"])
+    out["partial"] = bool(out["partial"])
+    out["segments"] = [
+        {"span_id": sid, "start_ns": start, "end_ns": end, "category": cat, "phase": phase}
+        for sid, start, end, cat, phase in details.get("segments", [])
+    ]
+    out["parallelisable"] = details.get("parallelisable", [])
+    return out
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _snake(name: str) -> str:
+    return _CAMEL.sub("_", name).lower()
 
 
 def make_router(store: Store, project_of) -> APIRouter:
@@ -95,29 +168,83 @@ def make_router(store: Store, project_of) -> APIRouter:
         where: Filter,
         metric: Annotated[str, Query(description=f"one of {sorted(METRICS)}")] = "e2e",
         group_by: Annotated[list[str], Query(description=f"any of {sorted(DIMENSIONS)}")] = [],  # noqa: B006
+        source: Annotated[
+            str,
+            Query(
+                pattern="^(auto|spans|rollups)$",
+                description="spans: exact, from raw spans; rollups: t-digest from per-minute rollups; "
+                "auto: spans for windows up to 6 h, rollups beyond when the metric and dimensions allow",
+            ),
+        ] = "auto",
     ) -> dict[str, Any]:
         if metric not in METRICS:
             raise HTTPException(400, f"metric={metric!r}: choose from {sorted(METRICS)}")
         dims = _group_by(group_by)
-        rows = await run_in_threadpool(store.percentiles, metric, dims, where)
+        use_rollups = _use_rollups(source, metric, dims, where)
+        if use_rollups:
+            found = await run_in_threadpool(store.rollup_percentiles, [metric], dims, where)
+            rows = [{"group": {d: r[d] for d in dims}, **_stats(r)} for r in found]
+        else:
+            exact = await run_in_threadpool(store.percentiles, metric, dims, where)
+            rows = [
+                {"group": r.group, "count": r.count, "p50": r.p50, "p95": r.p95, "p99": r.p99, "mean": r.mean}
+                for r in exact
+            ]
         return {
             "metric": metric,
             "unit": "ms",
             "description": METRICS[metric].description,
-            "window": {"start": iso(where.start_ns), "end": iso(where.end_ns)},
+            "source": "rollups" if use_rollups else "spans",
+            "window": _window(where),
             "filters": where.equals,
             "group_by": dims,
-            "rows": [
-                {
-                    "group": r.group,
-                    "count": r.count,
-                    "p50": r.p50,
-                    "p95": r.p95,
-                    "p99": r.p99,
-                    "mean": r.mean,
-                }
-                for r in rows
-            ],
+            "rows": rows,
+        }
+
+    @router.get("/breakdown", summary="E2E split into model, tool and orchestration time, by any grouping")
+    async def breakdown(
+        where: Filter,
+        group_by: Annotated[list[str], Query(description=f"any of {list(ROLLUP_DIMENSIONS)}")] = [],  # noqa: B006
+    ) -> dict[str, Any]:
+        dims = _group_by(group_by, ROLLUP_DIMENSIONS)
+        _require_rollup_filters(where)
+        found = await run_in_threadpool(store.rollup_percentiles, list(SPLIT.values()), dims, where)
+        groups: dict[tuple, dict[str, Any]] = {}
+        for row in found:
+            key = tuple(row[d] for d in dims)
+            entry = groups.setdefault(key, {"group": dict(zip(dims, key, strict=True))})
+            part = next(name for name, metric in SPLIT.items() if metric == row["metric"])
+            entry[part] = _stats(row)
+        rows = [_with_shares(entry) for entry in groups.values() if "e2e" in entry]
+        rows.sort(key=lambda r: -r["traces"])
+        return {"window": _window(where), "filters": where.equals, "group_by": dims, "unit": "ms", "rows": rows}
+
+    @router.get("/timeseries", summary="p50/p95/p99 of a metric per interval, from the per-minute rollups")
+    async def timeseries(
+        where: Filter,
+        metric: Annotated[str, Query(description=f"one of {list(ROLLUP_METRICS)}")] = "e2e",
+        step: Annotated[str, Query(description="interval, e.g. 1m, 5m, 1h")] = "5m",
+        group_by: Annotated[list[str], Query(description=f"any of {list(ROLLUP_DIMENSIONS)}")] = [],  # noqa: B006
+    ) -> dict[str, Any]:
+        if metric not in ROLLUP_METRICS:
+            raise HTTPException(400, f"metric={metric!r}: choose from {list(ROLLUP_METRICS)}")
+        dims = _group_by(group_by, ROLLUP_DIMENSIONS)
+        _require_rollup_filters(where)
+        step_seconds = _step_seconds(step)
+        found = await run_in_threadpool(store.timeseries, metric, dims, where, step_seconds)
+        series: dict[tuple, dict[str, Any]] = {}
+        for row in found:
+            key = tuple(row[d] for d in dims)
+            entry = series.setdefault(key, {"group": dict(zip(dims, key, strict=True)), "points": []})
+            entry["points"].append({"t": iso(row["t"] * NS), **_stats(row)})
+        return {
+            "metric": metric,
+            "unit": "ms",
+            "step_seconds": step_seconds,
+            "window": _window(where),
+            "filters": where.equals,
+            "group_by": dims,
+            "series": list(series.values()),
         }
 
     @router.get("/traces", summary="recent or slowest traces")
@@ -131,7 +258,7 @@ def make_router(store: Store, project_of) -> APIRouter:
             row["start"] = iso(row["start_ns"])
             row["duration_ms"] = row["duration_ns"] / 1e6
             row["has_root"] = bool(row["has_root"])
-        return {"window": {"start": iso(where.start_ns), "end": iso(where.end_ns)}, "traces": rows}
+        return {"window": _window(where), "traces": rows}
 
     @router.get("/traces/{trace_id}", summary="every span of one trace")
     async def trace(trace_id: str, project: Project) -> dict[str, Any]:
@@ -141,7 +268,12 @@ def make_router(store: Store, project_of) -> APIRouter:
         rows = await run_in_threadpool(store.trace_spans, project, trace_id)
         if not rows:
             raise HTTPException(404, f"no spans for trace {trace_id} in this project")
-        return {"trace_id": trace_id, "spans": [_span(row) for row in rows]}
+        analysis = await run_in_threadpool(store.trace_analysis, project, trace_id)
+        return {
+            "trace_id": trace_id,
+            "analysis": _analysis(analysis) if analysis else None,
+            "spans": [_span(row) for row in rows],
+        }
 
     return router
 

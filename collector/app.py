@@ -17,9 +17,11 @@ from starlette.exceptions import HTTPException
 
 from agentlat import __version__
 from agentlat.collector import api, receiver
+from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.config import Settings
 from agentlat.collector.otlp import Limits
 from agentlat.collector.pipeline import IngestPipeline
+from agentlat.collector.rollups import RollupScheduler, minutes_of
 from agentlat.collector.wal import WriteAheadLog
 from agentlat.store import Store, StoreError, StoreUnavailable, open_store
 
@@ -47,12 +49,27 @@ def create_app(
         flush_interval=settings.flush_interval,
     )
 
+    rollups = RollupScheduler(store, settle_seconds=settings.rollup_settle_seconds)
+    assembler = TraceAssembler(
+        store,
+        grace_seconds=settings.trace_grace_seconds,
+        partial_timeout_seconds=settings.partial_trace_timeout_seconds,
+        on_analysed=rollups.mark,
+    )
+    pipeline.on_written(assembler.observe)
+    pipeline.on_written(lambda batch: rollups.mark(minutes_of(batch)))
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pipeline.start()
+        assembler.recover()
+        assembler.start()
+        rollups.start()
         log.info("store: %s; write-ahead log: %s", store.description, settings.resolved_wal_dir)
         yield
         pipeline.stop()
+        assembler.stop()
+        rollups.stop()
         store.close()
 
     app = FastAPI(
@@ -63,6 +80,8 @@ def create_app(
     )
     app.state.store = store
     app.state.pipeline = pipeline
+    app.state.assembler = assembler
+    app.state.rollups = rollups
     config = receiver.ReceiverConfig(settings.max_body_bytes, Limits())
     app.include_router(receiver.make_router(pipeline, config, project_of))
     app.include_router(api.make_router(store, project_of))

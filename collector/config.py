@@ -26,6 +26,9 @@ class Settings:
     batch_rows: int = 50_000
     flush_interval: float = 0.2
     ttl_days: int = 180
+    trace_grace_seconds: float = 5.0
+    partial_trace_timeout_seconds: float = 300.0
+    rollup_settle_seconds: float = 5.0
 
     @property
     def resolved_wal_dir(self) -> Path:
@@ -77,4 +80,7 @@ _ENV: tuple[tuple[str, str, type], ...] = (
     ("ttl_days", "AGENTLAT_TTL_DAYS", int),
     ("flush_interval", "AGENTLAT_FLUSH_INTERVAL", float),
     ("batch_rows", "AGENTLAT_BATCH_ROWS", int),
+    ("trace_grace_seconds", "AGENTLAT_TRACE_GRACE", float),
+    ("partial_trace_timeout_seconds", "AGENTLAT_PARTIAL_TRACE_TIMEOUT", float),
+    ("rollup_settle_seconds", "AGENTLAT_ROLLUP_SETTLE", float),
 )

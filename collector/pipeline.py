@@ -18,6 +18,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -75,6 +76,11 @@ class IngestPipeline:
         self._pending_lock = threading.Lock()
         self._stopping = threading.Event()
         self._writer: threading.Thread | None = None
+        self._listeners: list[Callable[[pa.Table], None]] = []
+
+    def on_written(self, listener: Callable[[pa.Table], None]) -> None:
+        """Call ``listener(batch)`` after each batch reaches the store (trace assembly, rollups)."""
+        self._listeners.append(listener)
 
     @property
     def pending_bytes(self) -> int:
@@ -171,7 +177,15 @@ class IngestPipeline:
             self.stats.inserts += 1
             self.stats.spans_written += table.num_rows
             self.stats.last_insert_seconds = time.perf_counter() - started
+            self._notify(table)
             return True
+
+    def _notify(self, table: pa.Table) -> None:
+        for listener in self._listeners:
+            try:
+                listener(table)
+            except Exception:  # a listener's bug must not stop ingest
+                log.exception("after-write listener %r failed", listener)
 
     def writer_alive(self) -> bool:
         return self._writer is not None and self._writer.is_alive()

@@ -14,7 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from agentlat.store import queries
+from agentlat.store import analysis, queries
+from agentlat.store.analysis import ROLLUP_METRICS
 from agentlat.store.backends import (
     Backend,
     ChdbBackend,
@@ -23,12 +24,14 @@ from agentlat.store.backends import (
     StoreUnavailable,
 )
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS
-from agentlat.store.queries import DIMENSIONS, METRICS, SpanFilter
+from agentlat.store.queries import DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 __all__ = [
     "DIMENSIONS",
     "METRICS",
+    "ROLLUP_DIMENSIONS",
+    "ROLLUP_METRICS",
     "SPAN_ARROW_SCHEMA",
     "PercentileRow",
     "SpanFilter",
@@ -112,6 +115,41 @@ class Store:
 
     def trace_spans(self, project: str, trace_id: str) -> list[dict[str, Any]]:
         sql, params = queries.trace_sql(project, trace_id, DERIVED_NAMES)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
+    # --- per-trace analysis and rollups ---------------------------------------------
+    def analysis_input(self, project: str, trace_ids: Sequence[str]) -> list[dict[str, Any]]:
+        sql, params = analysis.analysis_input_sql(project, trace_ids)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
+    def write_traces(self, rows: pa.Table) -> None:
+        self.backend.insert_arrow("agentlat_traces", rows)
+
+    def unanalysed_traces(self, since_seconds: int) -> list[tuple[str, str]]:
+        sql, params = analysis.unanalysed_sql(since_seconds)
+        return [(r["project"], r["trace_id"]) for r in self.backend.query_arrow(sql, params).to_pylist()]
+
+    def rollup(self, minutes: Sequence[int], version: int) -> None:
+        """Recompute the rollups of these minutes (unix seconds) from the raw tables."""
+        if minutes:
+            sql, params = analysis.rollup_sql(minutes, version)
+            self.backend.execute(sql, params)
+
+    def trace_analysis(self, project: str, trace_id: str) -> dict[str, Any] | None:
+        sql, params = queries.trace_analysis_sql(project, trace_id)
+        rows = self.backend.query_arrow(sql, params).to_pylist()
+        return rows[0] if rows else None
+
+    def rollup_percentiles(
+        self, metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter
+    ) -> list[dict[str, Any]]:
+        sql, params = queries.rollup_percentiles_sql(metrics, group_by, where)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
+    def timeseries(
+        self, metric: str, group_by: Sequence[str], where: SpanFilter, step_seconds: int
+    ) -> list[dict[str, Any]]:
+        sql, params = queries.timeseries_sql(metric, group_by, where, step_seconds)
         return self.backend.query_arrow(sql, params).to_pylist()
 
     def count_spans(self, project: str | None = None) -> int:

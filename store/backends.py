@@ -96,15 +96,29 @@ class ChdbBackend:
                 raise StoreError(f"insert into {table} failed: {exc}") from None
 
     def _run(self, sql: str, fmt: str, params: Params | None) -> Any:
+        bound = {k: _chdb_param(v) for k, v in (params or {}).items()}
         with self._lock:
             try:
-                return self._conn.query(sql, fmt, params=params or {})
+                return self._conn.query(sql, fmt, params=bound)
             except Exception as exc:
                 raise StoreError(str(exc)) from None
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _chdb_param(value: Any) -> Any:
+    """chDB takes array parameters as ClickHouse literals; clickhouse-connect formats lists itself."""
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_quote(v) for v in value) + "]"
+    return value
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)
 
 
 class ClickHouseBackend:

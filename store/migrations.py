@@ -115,6 +115,83 @@ GROUP BY ProjectId, TraceId
 """
 
 
+INGESTED_AT_DDL = "ALTER TABLE otel_traces ADD COLUMN IF NOT EXISTS IngestedAt DateTime64(3) DEFAULT now64(3)"
+
+# One row per analysed trace; a re-analysis (late spans) replaces it. Keyed by trace id so a
+# trace whose start moves when its root arrives late still has one row.
+TRACES_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_traces (
+    ProjectId LowCardinality(String),
+    TraceId String,
+    Start DateTime64(9),
+    ServiceName LowCardinality(String),
+    Route LowCardinality(String),
+    Agent LowCardinality(String),
+    RootSpanId String,
+    RootName String,
+    Partial UInt8,
+    E2eMs Float64,
+    ModelMs Float64,
+    ToolMs Float64,
+    OrchestrationMs Float64,
+    QueueMs Float64,
+    PrefillMs Float64,
+    DecodeMs Float64,
+    ModelSumMs Float64,
+    ToolSumMs Float64,
+    Parallelism Float64,
+    ModelCalls UInt32,
+    ToolCalls UInt32,
+    Errors UInt32,
+    SpanCount UInt32,
+    FirstTtftMs Nullable(Float64),
+    CacheHitRatio Nullable(Float64),
+    SpecAcceptance Nullable(Float64),
+    PrefetchHits UInt32,
+    PrefetchMisses UInt32,
+    PrefetchSavedMs Float64,
+    PrefetchWastedMs Float64,
+    ServerMs Float64,
+    ClientWaitMs Float64,
+    ParallelSavingMs Float64,
+    CriticalPath Array(String),
+    Details String CODEC(ZSTD(3)),
+    AnalysedAt DateTime64(6),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_start Start TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(AnalysedAt)
+PARTITION BY toYYYYMM(Start)
+ORDER BY (ProjectId, TraceId)
+TTL toDate(Start) + INTERVAL {ttl_days} DAY
+"""
+
+ROLLUP_LEVELS = "0.5, 0.95, 0.99"
+
+# Per-minute digests, recomputed whole for a minute that received data (so duplicates,
+# which the raw tables drop at read time, never inflate them); the newest Version wins.
+ROLLUP_DDL = f"""
+CREATE TABLE IF NOT EXISTS agentlat_rollup_1m (
+    ProjectId LowCardinality(String),
+    Metric LowCardinality(String),
+    Minute DateTime('UTC'),
+    ServiceName LowCardinality(String),
+    Route LowCardinality(String),
+    Agent LowCardinality(String),
+    Model LowCardinality(String),
+    Tool LowCardinality(String),
+    Count UInt64,
+    Sum Float64,
+    Digest AggregateFunction(quantilesTDigest({ROLLUP_LEVELS}), Float64),
+    Version UInt64
+)
+ENGINE = ReplacingMergeTree(Version)
+PARTITION BY toDate(Minute)
+ORDER BY (ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool)
+TTL toDate(Minute) + INTERVAL {{ttl_days}} DAY
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -124,6 +201,7 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)),
+    Migration(2, "ingest time, per-trace analysis and per-minute rollups", (INGESTED_AT_DDL, TRACES_DDL, ROLLUP_DDL)),
 )
 
 LEDGER_DDL = """

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentlat.store.backends import Params
+from agentlat.store.migrations import ROLLUP_LEVELS
 
 # Query-API dimension name -> column.
 DIMENSIONS: dict[str, str] = {
@@ -162,5 +163,57 @@ def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str,
               SELECT min(Start) - INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
               WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
         ORDER BY Timestamp, SpanId
+    """
+    return sql, {"project": project, "trace_id": trace_id}
+
+
+# --- reads of the per-minute rollups --------------------------------------------------
+ROLLUP_DIMENSIONS = ("service", "route", "agent", "model", "tool")
+_ROLLUP_WINDOW = (
+    "ProjectId = {project:String}"
+    " AND Minute >= toStartOfMinute(fromUnixTimestamp64Nano({start_ns:Int64}))"
+    " AND Minute < fromUnixTimestamp64Nano({end_ns:Int64})"
+)
+
+
+def _rollup_where(where: SpanFilter) -> str:
+    return " AND ".join([_ROLLUP_WINDOW, *where.equality_tests()])
+
+
+def rollup_percentiles_sql(metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    """Count, mean and t-digest p50/p95/p99 per group and metric, merged from minute digests."""
+    columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
+    sql = f"""
+        SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) / sum(Count) AS mean,
+               quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
+        FROM agentlat_rollup_1m FINAL
+        WHERE {_rollup_where(where)} AND Metric IN {{metrics:Array(String)}}
+        GROUP BY {", ".join([*group_by, "metric"])}
+        ORDER BY count DESC
+        LIMIT 10000
+    """
+    return sql, {**where.params(), "metrics": list(metrics)}
+
+
+def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step_seconds: int) -> tuple[str, Params]:
+    columns = "".join(f", {DIMENSIONS[d]} AS {d}" for d in group_by)
+    sql = f"""
+        SELECT toUnixTimestamp(toStartOfInterval(Minute, toIntervalSecond({{step:UInt32}}))) AS t{columns},
+               sum(Count) AS count, quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
+        FROM agentlat_rollup_1m FINAL
+        WHERE {_rollup_where(where)} AND Metric = {{metric:String}}
+        GROUP BY {", ".join(["t", *group_by])}
+        ORDER BY t
+        LIMIT 100000
+    """
+    return sql, {**where.params(), "metric": metric, "step": step_seconds}
+
+
+def trace_analysis_sql(project: str, trace_id: str) -> tuple[str, Params]:
+    sql = """
+        SELECT * EXCEPT (ProjectId, Start, AnalysedAt), toUnixTimestamp64Nano(Start) AS StartNs,
+               toString(AnalysedAt) AS AnalysedAt
+        FROM agentlat_traces FINAL
+        WHERE ProjectId = {project:String} AND TraceId = {trace_id:String}
     """
     return sql, {"project": project, "trace_id": trace_id}

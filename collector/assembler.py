@@ -1,0 +1,278 @@
+"""Trace assembly: decide when a trace is complete enough to analyse, and analyse it.
+
+Spans arrive in any order, from several services, late. The assembler watches every batch
+the writer stores and keeps, per trace, when it is due:
+
+- once its root span has arrived: ``grace_seconds`` after the last span arrived (each new
+  span pushes it back), so children exported a little after their root still count;
+- while no root has arrived: ``partial_timeout_seconds`` after its first span; it is then
+  analysed as partial (flagged) with the earliest orphan standing in for the root;
+- a span arriving for a trace already analysed schedules it again (late spans re-analyse;
+  the newer row replaces the older one).
+
+Due traces are read back from the store, so a trace's spans from many requests and
+services are analysed together. The schedule lives in memory; after a restart,
+``recover()`` schedules every trace that received spans after its last analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from agentlat.collector.analysis import SpanRecord, TraceAnalysis, analyse
+from agentlat.store import Store, StoreError
+from agentlat.store.analysis import TRACE_ROW_SCHEMA
+
+log = logging.getLogger("agentlat.collector")
+
+NS_PER_MS = 1_000_000
+RECENT_ROOTS = 200_000  # traces remembered as having a root, for late spans
+
+
+@dataclass(slots=True)
+class _Due:
+    at: float
+    root_seen: bool
+    first_seen: float
+
+
+class TraceAssembler:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        grace_seconds: float = 5.0,
+        partial_timeout_seconds: float = 300.0,
+        batch_size: int = 500,
+        on_analysed: Callable[[list[int]], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.grace = grace_seconds
+        self.partial_timeout = partial_timeout_seconds
+        self.batch_size = batch_size
+        self.on_analysed = on_analysed
+        self.clock = clock
+        self.analysed = 0
+        self._pending: dict[tuple[str, str], _Due] = {}
+        self._with_root: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- scheduling -----------------------------------------------------------------
+    def observe(self, batch: pa.Table) -> None:
+        """Note the traces of a batch that just reached the store."""
+        grouped = batch.group_by(["ProjectId", "TraceId"]).aggregate([("ParentSpanId", "min")])
+        projects = grouped.column("ProjectId").to_pylist()
+        traces = grouped.column("TraceId").to_pylist()
+        has_root = [p == "" for p in grouped.column("ParentSpanId_min").to_pylist()]
+        now = self.clock()
+        with self._lock:
+            for key, root in zip(zip(projects, traces, strict=True), has_root, strict=True):
+                self._schedule(key, root or key in self._with_root, now)
+
+    def _schedule(self, key: tuple[str, str], root: bool, now: float) -> None:
+        due = self._pending.get(key) or _Due(0.0, False, now)
+        due.root_seen = due.root_seen or root
+        due.at = now + self.grace if due.root_seen else due.first_seen + self.partial_timeout
+        self._pending[key] = due
+
+    def recover(self, since_seconds: int = 86_400) -> int:
+        """Schedule traces that got spans after their last analysis (the schedule was lost)."""
+        keys = self.store.unanalysed_traces(since_seconds)
+        now = self.clock()
+        with self._lock:
+            for key in keys:
+                self._pending.setdefault(key, _Due(now + self.grace, True, now))
+        if keys:
+            log.info("scheduled %d traces left unanalysed by the last run", len(keys))
+        return len(keys)
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def _take_due(self) -> dict[str, list[str]]:
+        now = self.clock()
+        by_project: dict[str, list[str]] = {}
+        with self._lock:
+            due = [key for key, d in self._pending.items() if d.at <= now][: self.batch_size]
+            for key in due:
+                if self._pending.pop(key).root_seen:
+                    self._remember_root(key)
+                by_project.setdefault(key[0], []).append(key[1])
+        return by_project
+
+    def _remember_root(self, key: tuple[str, str]) -> None:
+        self._with_root[key] = None
+        self._with_root.move_to_end(key)
+        while len(self._with_root) > RECENT_ROOTS:
+            self._with_root.popitem(last=False)
+
+    # --- analysing ------------------------------------------------------------------
+    def run_due(self) -> int:
+        """Analyse every trace that is due now; return how many were analysed."""
+        done = 0
+        for project, trace_ids in self._take_due().items():
+            done += self._analyse(project, trace_ids)
+        return done
+
+    def _analyse(self, project: str, trace_ids: list[str]) -> int:
+        try:
+            rows = self.store.analysis_input(project, trace_ids)
+        except StoreError as exc:
+            log.warning("cannot read traces for analysis, will retry: %s", exc)
+            self._retry(project, trace_ids)
+            return 0
+        spans: dict[str, list[SpanRecord]] = {}
+        for row in rows:
+            spans.setdefault(row["trace_id"], []).append(span_record(row))
+        analysed_at = time.time_ns() // 1000
+        results = [(trace_id, analyse(records)) for trace_id, records in spans.items()]
+        table = trace_rows(project, results, analysed_at)
+        try:
+            self.store.write_traces(table)
+        except StoreError as exc:
+            log.warning("cannot store trace analyses, will retry: %s", exc)
+            self._retry(project, trace_ids)
+            return 0
+        self.analysed += len(results)
+        if self.on_analysed is not None:
+            self.on_analysed(sorted({a.start_ns // 60_000_000_000 * 60 for _, a in results}))
+        return len(results)
+
+    def _retry(self, project: str, trace_ids: Iterable[str]) -> None:
+        later = self.clock() + max(self.grace, 1.0)
+        with self._lock:
+            for trace_id in trace_ids:
+                self._pending.setdefault((project, trace_id), _Due(later, True, later))
+
+    # --- the background thread ------------------------------------------------------
+    def start(self, interval: float = 0.25) -> None:
+        self._thread = threading.Thread(target=self._loop, args=(interval,), name="agentlat-assembler", daemon=True)
+        self._thread.start()
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                while self.run_due():
+                    pass
+            except Exception:  # a bug in analysis must not stop assembly of other traces
+                log.exception("trace analysis failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+
+def span_record(row: dict[str, Any]) -> SpanRecord:
+    """A stored span (as ``Store.analysis_input`` returns it) as analysis input."""
+    return SpanRecord(
+        span_id=row["span_id"],
+        parent_span_id=row["parent_span_id"],
+        name=row["name"],
+        service=row["service"],
+        start_ns=row["start_ns"],
+        end_ns=row["start_ns"] + row["duration_ns"],
+        role=row["role"],
+        is_server_span=bool(row["is_server_span"]),
+        error=bool(row["error"]),
+        route=row["route"],
+        agent=row["agent"],
+        model=row["model"],
+        tool=row["tool"],
+        tool_call_id=row["tool_call_id"],
+        depends_on=_call_ids(row["depends_on"]),
+        phase=row["phase"],
+        **{k: row[k] for k in _PASSTHROUGH},
+    )
+
+
+_PASSTHROUGH = (
+    "ttft_ms", "queue_ms", "prefill_ms", "decode_ms", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_creation_tokens", "spec_proposed_tokens", "spec_accepted_tokens", "prefetch_outcome",
+    "prefetch_saved_ms", "prefetch_wasted_ms",
+)  # fmt: skip
+
+
+def _call_ids(text: str) -> tuple[str, ...]:
+    """``agentlat.tool.depends_on`` as stored: a JSON list, or one id as plain text."""
+    if not text:
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return (text,)
+    return tuple(str(v) for v in value) if isinstance(value, list) else (str(value),)
+
+
+def _ms(ns: int) -> float:
+    return ns / NS_PER_MS
+
+
+def trace_rows(project: str, results: list[tuple[str, TraceAnalysis]], analysed_at_us: int) -> pa.Table:
+    rows = [_row(project, trace_id, a, analysed_at_us) for trace_id, a in results]
+    return pa.Table.from_pylist(rows, schema=TRACE_ROW_SCHEMA)
+
+
+def _row(project: str, trace_id: str, a: TraceAnalysis, analysed_at_us: int) -> dict[str, Any]:
+    return {
+        "ProjectId": project,
+        "TraceId": trace_id,
+        "Start": a.start_ns,
+        "ServiceName": a.service,
+        "Route": a.route,
+        "Agent": a.agent,
+        "RootSpanId": a.root_span_id,
+        "RootName": a.root_name,
+        "Partial": int(a.partial),
+        "E2eMs": _ms(a.e2e_ns),
+        "ModelMs": _ms(a.model_ns),
+        "ToolMs": _ms(a.tool_ns),
+        "OrchestrationMs": _ms(a.orchestration_ns),
+        "QueueMs": _ms(a.queue_ns),
+        "PrefillMs": _ms(a.prefill_ns),
+        "DecodeMs": _ms(a.decode_ns),
+        "ModelSumMs": _ms(a.model_sum_ns),
+        "ToolSumMs": _ms(a.tool_sum_ns),
+        "Parallelism": a.parallelism,
+        "ModelCalls": a.model_calls,
+        "ToolCalls": a.tool_calls,
+        "Errors": a.errors,
+        "SpanCount": a.span_count,
+        "FirstTtftMs": a.first_ttft_ms,
+        "CacheHitRatio": a.cache_hit_ratio,
+        "SpecAcceptance": a.spec_acceptance,
+        "PrefetchHits": a.prefetch_hits,
+        "PrefetchMisses": a.prefetch_misses,
+        "PrefetchSavedMs": a.prefetch_saved_ms,
+        "PrefetchWastedMs": a.prefetch_wasted_ms,
+        "ServerMs": _ms(a.server_ns),
+        "ClientWaitMs": _ms(a.client_wait_ns),
+        "ParallelSavingMs": _ms(a.parallel_saving_ns),
+        "CriticalPath": list(a.critical_path),
+        "Details": json.dumps(_details(a), separators=(",", ":")),
+        "AnalysedAt": analysed_at_us,
+    }
+
+
+def _details(a: TraceAnalysis) -> dict[str, Any]:
+    """What the trace view needs to explain the split: path segments and what-ifs."""
+    return {
+        "segments": [[s.span_id, s.start_ns, s.end_ns, s.category, s.phase] for s in a.segments],
+        "parallelisable": [
+            {"span_ids": list(g.span_ids), "tools": list(g.tools), "saving_ms": _ms(g.saving_ns),
+             "on_critical_path": g.on_critical_path}
+            for g in a.parallelisable
+        ],
+    }  # fmt: skip

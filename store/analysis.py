@@ -1,0 +1,157 @@
+"""SQL for the per-trace analysis and the per-minute rollups built on it and on the spans.
+
+The collector reads a trace's spans with ``analysis_input_sql``, analyses them in Python,
+writes one row per trace into ``agentlat_traces`` and asks for the minutes that changed
+to be rolled up again with ``rollup_sql``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from agentlat.store.backends import Params
+from agentlat.store.migrations import ROLLUP_LEVELS
+
+ANALYSIS_INPUT_COLUMNS = """
+    ProjectId AS project, TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
+    SpanName AS name, ServiceName AS service, toUnixTimestamp64Nano(Timestamp) AS start_ns,
+    Duration AS duration_ns, Role AS role, IsServerSpan AS is_server_span, StatusCode = 'Error' AS error,
+    Route AS route, Agent AS agent, Model AS model, Tool AS tool, ToolCallId AS tool_call_id,
+    SpanAttributes['agentlat.tool.depends_on'] AS depends_on, SpanAttributes['agentlat.phase'] AS phase,
+    TtftMs AS ttft_ms, QueueMs AS queue_ms, PrefillMs AS prefill_ms, DecodeMs AS decode_ms,
+    InputTokens AS input_tokens, OutputTokens AS output_tokens, CacheReadTokens AS cache_read_tokens,
+    CacheCreationTokens AS cache_creation_tokens, SpecProposedTokens AS spec_proposed_tokens,
+    SpecAcceptedTokens AS spec_accepted_tokens, PrefetchOutcome AS prefetch_outcome,
+    PrefetchSavedMs AS prefetch_saved_ms, PrefetchWastedMs AS prefetch_wasted_ms
+"""
+
+
+def analysis_input_sql(project: str, trace_ids: Sequence[str]) -> tuple[str, Params]:
+    sql = f"""
+        SELECT {ANALYSIS_INPUT_COLUMNS}
+        FROM otel_traces FINAL
+        WHERE ProjectId = {{project:String}} AND TraceId IN {{ids:Array(String)}}
+    """
+    return sql, {"project": project, "ids": list(trace_ids)}
+
+
+def unanalysed_sql(since_seconds: int) -> tuple[str, Params]:
+    """Traces that received spans after their last analysis (or never had one): what a
+    restart must analyse, since the assembler's schedule lives in memory."""
+    sql = """
+        SELECT s.ProjectId AS project, s.TraceId AS trace_id
+        FROM (
+            SELECT ProjectId, TraceId, max(IngestedAt) AS ingested
+            FROM otel_traces
+            WHERE IngestedAt >= now64(3) - toIntervalSecond({since:UInt32})
+            GROUP BY ProjectId, TraceId
+        ) AS s
+        LEFT JOIN (
+            SELECT ProjectId, TraceId, max(AnalysedAt) AS analysed
+            FROM agentlat_traces
+            GROUP BY ProjectId, TraceId
+        ) AS t ON s.ProjectId = t.ProjectId AND s.TraceId = t.TraceId
+        WHERE t.analysed IS NULL OR toDateTime64(t.analysed, 3) < s.ingested
+    """
+    return sql, {"since": since_seconds}
+
+
+TRACE_ROW_SCHEMA = pa.schema(
+    [
+        ("ProjectId", pa.string()),
+        ("TraceId", pa.string()),
+        ("Start", pa.timestamp("ns", tz="UTC")),
+        ("ServiceName", pa.string()),
+        ("Route", pa.string()),
+        ("Agent", pa.string()),
+        ("RootSpanId", pa.string()),
+        ("RootName", pa.string()),
+        ("Partial", pa.uint8()),
+        *(
+            (name, pa.float64())
+            for name in (
+                "E2eMs",
+                "ModelMs",
+                "ToolMs",
+                "OrchestrationMs",
+                "QueueMs",
+                "PrefillMs",
+                "DecodeMs",
+                "ModelSumMs",
+                "ToolSumMs",
+                "Parallelism",
+            )
+        ),
+        *((name, pa.uint32()) for name in ("ModelCalls", "ToolCalls", "Errors", "SpanCount")),
+        ("FirstTtftMs", pa.float64()),
+        ("CacheHitRatio", pa.float64()),
+        ("SpecAcceptance", pa.float64()),
+        ("PrefetchHits", pa.uint32()),
+        ("PrefetchMisses", pa.uint32()),
+        *(
+            (name, pa.float64())
+            for name in (
+                "PrefetchSavedMs",
+                "PrefetchWastedMs",
+                "ServerMs",
+                "ClientWaitMs",
+                "ParallelSavingMs",
+            )
+        ),
+        ("CriticalPath", pa.list_(pa.string())),
+        ("Details", pa.string()),
+        ("AnalysedAt", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+_CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
+
+# Span-level metrics rolled up per minute, and the trace-level ones from agentlat_traces.
+SPAN_ROLLUP_METRICS = {
+    "ttft": f"if({_CLIENT_MODEL}, TtftMs, NULL)",
+    "itl": f"if({_CLIENT_MODEL}, ItlMeanMs, NULL)",
+    "decode": f"if({_CLIENT_MODEL}, DecodeMs, NULL)",
+    "model": f"if({_CLIENT_MODEL}, Duration / 1e6, NULL)",
+    "tool": "if(Role = 'tool', Duration / 1e6, NULL)",
+    "agent": "if(Role = 'agent', Duration / 1e6, NULL)",
+}
+TRACE_ROLLUP_METRICS = {
+    "e2e": "E2eMs",
+    "split_model": "ModelMs",
+    "split_tool": "ToolMs",
+    "split_orchestration": "OrchestrationMs",
+}
+ROLLUP_METRICS = (*SPAN_ROLLUP_METRICS, *TRACE_ROLLUP_METRICS)
+
+
+def _pairs(metrics: dict[str, str]) -> str:
+    return ", ".join(f"('{name}', toNullable(toFloat64({expr})))" for name, expr in metrics.items())
+
+
+def rollup_sql(minutes: Sequence[int], version: int) -> tuple[str, Params]:
+    """Recompute whole minutes (unix seconds of their start) for every project."""
+    first, last = min(minutes), max(minutes) + 60
+    sql = f"""
+        INSERT INTO agentlat_rollup_1m
+        SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool,
+               count(), sum(value), quantilesTDigestState({ROLLUP_LEVELS})(value), {{version:UInt64}}
+        FROM (
+            SELECT ProjectId, m.1 AS metric, toStartOfMinute(Timestamp) AS minute,
+                   ServiceName, Route, Agent, Model, Tool, assumeNotNull(m.2) AS value
+            FROM otel_traces FINAL
+            ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{_pairs(SPAN_ROLLUP_METRICS)}]) AS m
+            WHERE Timestamp >= toDateTime64({{first:UInt32}}, 9) AND Timestamp < toDateTime64({{last:UInt32}}, 9)
+              AND toUnixTimestamp(toStartOfMinute(Timestamp)) IN {{minutes:Array(UInt32)}}
+            UNION ALL
+            SELECT ProjectId, m.1 AS metric, toStartOfMinute(Start) AS minute,
+                   ServiceName, Route, Agent, '' AS Model, '' AS Tool, assumeNotNull(m.2) AS value
+            FROM agentlat_traces FINAL
+            ARRAY JOIN [{_pairs(TRACE_ROLLUP_METRICS)}] AS m
+            WHERE Start >= toDateTime64({{first:UInt32}}, 9) AND Start < toDateTime64({{last:UInt32}}, 9)
+              AND toUnixTimestamp(toStartOfMinute(Start)) IN {{minutes:Array(UInt32)}}
+        )
+        GROUP BY ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool
+    """
+    return sql, {"minutes": sorted(minutes), "first": first, "last": last, "version": version}

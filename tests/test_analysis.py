@@ -1,0 +1,471 @@
+"""The E2E split: exact integer expectations on hand-built traces, then robustness and properties."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+
+import pytest
+
+from agentlat.collector.analysis import ParallelGroup, SpanRecord, TraceAnalysis, analyse
+
+MS = 1_000_000
+
+
+def span(span_id: str, parent: str, start_ms: float, end_ms: float, role: str = "other", **kw: object) -> SpanRecord:
+    """A span from readable millisecond offsets."""
+    kw.setdefault("service", "agent-svc")
+    kw.setdefault("name", span_id)
+    return SpanRecord(span_id, parent, start_ns=round(start_ms * MS), end_ns=round(end_ms * MS), role=role, **kw)
+
+
+def model(span_id: str, parent: str, start_ms: float, end_ms: float, **kw: object) -> SpanRecord:
+    return span(span_id, parent, start_ms, end_ms, "model", **kw)
+
+
+def tool(span_id: str, parent: str, start_ms: float, end_ms: float, **kw: object) -> SpanRecord:
+    kw.setdefault("tool", f"tool_{span_id}")
+    return span(span_id, parent, start_ms, end_ms, "tool", **kw)
+
+
+def agent(span_id: str, parent: str, start_ms: float, end_ms: float, **kw: object) -> SpanRecord:
+    return span(span_id, parent, start_ms, end_ms, "agent", **kw)
+
+
+def split_ms(a: TraceAnalysis) -> tuple[int, int, int, int]:
+    """(e2e, model, tool, orchestration) in ms, asserting each is a whole number of ms."""
+    parts = (a.e2e_ns, a.model_ns, a.tool_ns, a.orchestration_ns)
+    assert all(p % MS == 0 for p in parts), parts
+    return tuple(p // MS for p in parts)  # type: ignore[return-value]
+
+
+# --- the split, table-driven -------------------------------------------------------------
+
+SPLIT_CASES = [
+    pytest.param([agent("r", "", 0, 100)], (100, 0, 0, 100), ("r",), id="single-root-all-orchestration"),
+    pytest.param(
+        [agent("r", "", 0, 100), model("m1", "r", 10, 30), tool("t1", "r", 35, 60), model("m2", "r", 65, 95)],
+        (100, 50, 25, 25),
+        ("r", "m1", "t1", "m2"),
+        id="sequential-model-tool-model",
+    ),
+    pytest.param(
+        [
+            agent("r", "", 0, 100),
+            model("m1", "r", 0, 20),
+            tool("t1", "r", 20, 50),
+            tool("t2", "r", 20, 70),
+            model("m2", "r", 70, 100),
+        ],
+        (100, 50, 50, 0),
+        ("r", "m1", "t2", "m2"),
+        id="two-parallel-tools-longer-is-critical",
+    ),
+    pytest.param(
+        [
+            agent("r", "", 0, 100),
+            agent("a1", "r", 10, 90),
+            model("m1", "a1", 20, 40),
+            agent("a2", "a1", 45, 85),
+            tool("t1", "a2", 50, 80),
+        ],
+        (100, 20, 30, 50),
+        ("r", "a1", "m1", "a2", "t1"),
+        id="nested-agents",
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), tool("t1", "r", 10, 90), model("m1", "t1", 20, 50)],
+        (100, 30, 50, 20),
+        ("r", "t1", "m1"),
+        id="tool-calls-a-model-inside",
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), model("m1", "r", -10, 30), tool("t1", "r", 80, 120)],
+        (100, 30, 20, 50),
+        ("r", "m1", "t1"),
+        id="clock-skew-children-clamped-to-parent",
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), model("b", "r", 40, 60), tool("a", "r", 20, 60)],
+        (100, 0, 40, 60),
+        ("r", "a"),
+        id="children-ending-together-the-earlier-start-wins",
+    ),
+    pytest.param(
+        [agent("r", "", 10, 100), tool("o", "gone", 0, 20), model("m", "r", 50, 70)],
+        (90, 20, 10, 60),
+        ("r", "o", "m"),
+        id="orphan-starting-before-the-real-root-is-attached-not-root",
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), tool("t1", "r", 150, 180), model("m1", "r", 40, 60)],
+        (100, 20, 0, 80),
+        ("r", "m1"),
+        id="child-entirely-outside-parent-is-not-on-path",
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), agent("a", "r", 10, 60), model("m", "r", 50, 90), tool("t", "a", 10, 60)],
+        (100, 40, 0, 60),
+        ("r", "m"),
+        id="overlapping-sibling-that-ends-after-the-cursor-is-skipped",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spans", "expected", "path"), SPLIT_CASES)
+def test_split(spans: list[SpanRecord], expected: tuple[int, int, int, int], path: tuple[str, ...]) -> None:
+    a = analyse(spans)
+    assert split_ms(a) == expected
+    assert a.critical_path == path
+
+
+def test_overlap_case_walks_earlier_piece_of_the_skipped_sibling() -> None:
+    # a (10-60) overlaps m (50-90): m is chosen, a ends after the cursor (50) and is skipped whole.
+    a = analyse([agent("r", "", 0, 100), agent("a", "r", 10, 60), model("m", "r", 50, 90), tool("t", "a", 10, 60)])
+    assert [(s.span_id, s.start_ns // MS, s.end_ns // MS, s.category) for s in a.segments] == [
+        ("r", 0, 50, "orchestration"),
+        ("m", 50, 90, "model"),
+        ("r", 90, 100, "orchestration"),
+    ]
+
+
+def test_two_parallel_tools_plain_sums_and_parallelism() -> None:
+    a = analyse(
+        [
+            agent("r", "", 0, 100),
+            model("m1", "r", 0, 20),
+            tool("t1", "r", 20, 50),
+            tool("t2", "r", 20, 70),
+            model("m2", "r", 70, 100),
+        ]
+    )
+    assert (a.model_sum_ns, a.tool_sum_ns) == (50 * MS, 80 * MS)
+    assert a.parallelism == 130 / 100
+    assert (a.model_calls, a.tool_calls) == (2, 2)
+
+
+def test_single_root_has_neutral_parallelism_and_no_calls() -> None:
+    a = analyse([agent("r", "", 0, 100, route="/chat", agent="planner")])
+    assert (a.parallelism, a.model_calls, a.tool_calls, a.partial) == (1.0, 0, 0, False)
+    assert (a.root_span_id, a.start_ns, a.route, a.agent, a.service) == ("r", 0, "/chat", "planner", "agent-svc")
+
+
+def test_phase_spans_split_model_time() -> None:
+    spans = [
+        agent("r", "", 0, 120),
+        model("m1", "r", 10, 110),
+        model("q", "m1", 10, 20, phase="queue"),
+        model("p", "m1", 20, 40, phase="prefill"),
+        span("d", "m1", 40, 100, phase="decode"),  # role other: a phase span still counts as model
+    ]
+    a = analyse(spans)
+    assert split_ms(a) == (120, 100, 0, 20)
+    assert (a.queue_ns, a.prefill_ns, a.decode_ns) == (10 * MS, 20 * MS, 60 * MS)
+    assert a.model_calls == 1
+    assert a.model_sum_ns == 100 * MS
+
+
+def test_model_call_nested_in_a_phase_span_is_not_in_that_phase() -> None:
+    spans = [agent("r", "", 0, 100), model("m1", "r", 0, 100), span("d", "m1", 20, 100, phase="decode")]
+    a = analyse([*spans, model("guard", "d", 40, 60)])
+    assert (a.model_ns, a.decode_ns, a.model_calls) == (100 * MS, 60 * MS, 2)
+
+
+def test_no_phase_spans_means_zero_phases() -> None:
+    a = analyse([agent("r", "", 0, 100), model("m1", "r", 0, 100, queue_ms=5.0, decode_ms=50.0)])
+    assert (a.queue_ns, a.prefill_ns, a.decode_ns) == (0, 0, 0)
+
+
+def test_joined_server_span() -> None:
+    spans = [
+        agent("r", "", 0, 100),
+        model("m1", "r", 10, 90, input_tokens=100),
+        span("http", "m1", 12, 88),  # an HTTP client span between the call and the server
+        model("s1", "http", 20, 80, is_server_span=True, service="vllm", input_tokens=100, cache_read_tokens=40),
+    ]
+    a = analyse(spans)
+    assert split_ms(a) == (100, 80, 0, 20)
+    assert (a.server_ns, a.client_wait_ns) == (60 * MS, 20 * MS)
+    assert (a.model_calls, a.model_sum_ns) == (1, 80 * MS)
+    assert a.cache_hit_ratio == 0.4  # the call has no cache numbers: its server span's are used
+    assert "s1" in a.critical_path
+
+
+def test_server_span_longer_than_its_call_has_zero_client_wait() -> None:
+    spans = [agent("r", "", 0, 100), model("m1", "r", 10, 50), model("s1", "m1", 5, 60, is_server_span=True)]
+    a = analyse(spans)
+    assert (a.server_ns, a.client_wait_ns, a.model_ns) == (55 * MS, 0, 40 * MS)
+
+
+def test_nested_server_spans_count_once() -> None:
+    spans = [agent("r", "", 0, 100), model("m1", "r", 0, 100), model("router", "m1", 10, 90, is_server_span=True)]
+    a = analyse([*spans, model("worker", "router", 20, 80, is_server_span=True)])
+    assert (a.server_ns, a.client_wait_ns, a.model_calls) == (80 * MS, 20 * MS, 1)
+
+
+def test_call_facts() -> None:
+    spans = [
+        agent("r", "", 0, 100, service="", route=""),
+        model("m2", "r", 50, 60, ttft_ms=7.0, input_tokens=100, cache_read_tokens=0, error=True),
+        model("m1", "r", 10, 20, ttft_ms=3.5, input_tokens=300, cache_read_tokens=100, route="/plan"),
+        model("m0", "r", 5, 8, spec_proposed_tokens=40, spec_accepted_tokens=30, service="llm-gw"),
+        model("mx", "r", 1, 2, input_tokens=50, service=""),  # no cache figure: left out of the ratio
+        tool("t1", "r", 30, 40, prefetch_outcome="hit", prefetch_saved_ms=12.5),
+        tool("t2", "r", 30, 35, prefetch_outcome="miss", prefetch_wasted_ms=2.0),
+        tool("t3", "r", 30, 33, prefetch_outcome="cancelled", prefetch_wasted_ms=1.0, error=True),
+    ]
+    a = analyse(spans)
+    assert a.first_ttft_ms == 3.5
+    assert a.cache_hit_ratio == 100 / 400
+    assert a.spec_acceptance == 0.75
+    assert (a.prefetch_hits, a.prefetch_misses, a.prefetch_saved_ms, a.prefetch_wasted_ms) == (1, 2, 12.5, 3.0)
+    assert (a.errors, a.model_calls, a.tool_calls) == (2, 4, 3)
+    assert (a.service, a.route) == ("llm-gw", "/plan")  # root's are empty: first non-empty by start time
+
+
+def test_ratios_are_none_without_data() -> None:
+    a = analyse([agent("r", "", 0, 10), model("m", "r", 0, 5, input_tokens=10)])
+    assert (a.cache_hit_ratio, a.spec_acceptance, a.first_ttft_ms) == (None, None, None)
+
+
+# --- partial and late traces ------------------------------------------------------------
+
+
+def test_missing_root_is_partial_and_orphans_attach() -> None:
+    spans = [agent("a1", "gone", 10, 60), model("m1", "a1", 20, 50), tool("t1", "gone2", 70, 90)]
+    a = analyse(spans)
+    assert (a.partial, a.root_span_id, a.start_ns) == (True, "a1", 10 * MS)
+    assert split_ms(a) == (80, 30, 20, 30)
+    assert a.critical_path == ("a1", "m1", "t1")
+
+
+def test_partial_root_owns_only_its_real_interval() -> None:
+    a = analyse([tool("t0", "gone", 0, 10), model("m9", "gone", 20, 30)])
+    assert (a.root_span_id, a.partial) == ("t0", True)
+    assert split_ms(a) == (30, 10, 10, 10)
+
+
+def test_partial_root_ties_go_to_the_longest() -> None:
+    a = analyse([tool("short", "x", 0, 10), tool("long", "y", 0, 20)])
+    assert (a.root_span_id, a.e2e_ns) == ("long", 20 * MS)
+
+
+def test_late_span_changes_the_result() -> None:
+    early = [agent("r", "", 0, 100), model("m1", "r", 0, 40)]
+    first = analyse(early)
+    late = analyse([*early, tool("t1", "r", 50, 90)])
+    assert split_ms(first) == (100, 40, 0, 60)
+    assert split_ms(late) == (100, 40, 40, 20)
+    assert (first.tool_calls, late.tool_calls) == (0, 1)
+
+
+def test_late_root_turns_a_partial_trace_complete() -> None:
+    children = [model("m1", "r", 10, 40), tool("t1", "r", 50, 70)]
+    before, after = analyse(children), analyse([*children, agent("r", "", 0, 100)])
+    assert (before.partial, before.root_span_id, before.e2e_ns) == (True, "m1", 60 * MS)
+    assert (after.partial, after.root_span_id, split_ms(after)) == (False, "r", (100, 30, 20, 50))
+
+
+# --- parallelisable tool calls ----------------------------------------------------------
+
+
+def _serial(*between: SpanRecord, deps: tuple[str, ...] = ()) -> list[SpanRecord]:
+    return [
+        agent("r", "", 0, 100),
+        model("m1", "r", 0, 10),
+        tool("t1", "r", 10, 30, tool_call_id="c1"),
+        tool("t2", "r", 30, 60, tool_call_id="c2", depends_on=deps),
+        tool("t3", "r", 60, 70, tool_call_id="c3"),
+        model("m2", "r", 70, 100),
+        *between,
+    ]
+
+
+def test_serial_independent_tools_form_a_group() -> None:
+    a = analyse(_serial())
+    assert a.parallelisable == (ParallelGroup(("t1", "t2", "t3"), ("tool_t1", "tool_t2", "tool_t3"), 30 * MS, True),)
+    assert a.parallel_saving_ns == 30 * MS
+
+
+def test_model_call_between_tools_breaks_the_group() -> None:
+    a = analyse([agent("r", "", 0, 100), tool("t1", "r", 10, 30), model("m", "r", 30, 40), tool("t2", "r", 40, 60)])
+    assert (a.parallelisable, a.parallel_saving_ns) == ((), 0)
+
+
+def test_model_call_between_breaks_only_there() -> None:
+    a = analyse(_serial(model("mx", "r", 35, 50)))  # starts inside t2, before t3: t2 and t3 stay apart
+    assert [g.span_ids for g in a.parallelisable] == [("t1", "t2")]
+
+
+def test_sub_agent_running_a_model_between_tools_breaks_the_group() -> None:
+    a = analyse(
+        [
+            agent("r", "", 0, 100),
+            tool("t1", "r", 10, 30),
+            agent("a", "r", 30, 40),
+            model("m", "a", 31, 39),
+            tool("t2", "r", 40, 60),
+        ]
+    )
+    assert a.parallelisable == ()
+
+
+def test_declared_dependency_breaks_the_group() -> None:
+    a = analyse(
+        [
+            agent("r", "", 0, 100),
+            tool("t1", "r", 10, 30, tool_call_id="c1"),
+            tool("t2", "r", 30, 60, depends_on=("c1",)),
+        ]
+    )
+    assert a.parallelisable == ()
+
+
+def test_dependency_on_an_earlier_member_splits_the_run() -> None:
+    a = analyse([*_serial()[:4], tool("t3", "r", 60, 70, depends_on=("c1",)), model("m2", "r", 70, 100)])
+    assert [(g.span_ids, g.saving_ns) for g in a.parallelisable] == [(("t1", "t2"), 20 * MS)]
+
+
+def test_overlapping_tools_are_not_serial() -> None:
+    a = analyse([agent("r", "", 0, 100), tool("t1", "r", 0, 50), tool("t2", "r", 40, 100)])
+    assert a.parallelisable == ()
+
+
+def test_group_off_the_critical_path_saves_nothing() -> None:
+    spans = [
+        agent("r", "", 0, 100),
+        tool("long", "r", 0, 100),
+        agent("side", "r", 0, 90),
+        tool("t1", "side", 0, 20),
+        tool("t2", "side", 20, 40),
+    ]
+    a = analyse(spans)
+    assert a.parallelisable == (ParallelGroup(("t1", "t2"), ("tool_t1", "tool_t2"), 0, False),)
+    assert a.parallel_saving_ns == 0
+
+
+# --- robustness -------------------------------------------------------------------------
+
+
+def test_empty_input_raises() -> None:
+    with pytest.raises(ValueError, match="got none"):
+        analyse([])
+
+
+def test_duplicate_span_ids_keep_the_one_that_ends_last() -> None:
+    spans = [agent("r", "", 0, 100), tool("t", "r", 10, 20), tool("t", "r", 10, 60)]
+    for ordering in (spans, spans[::-1]):
+        a = analyse(ordering)
+        assert (a.tool_ns, a.tool_sum_ns, a.tool_calls) == (50 * MS, 50 * MS, 1)
+
+
+def test_end_before_start_is_zero_length() -> None:
+    a = analyse([agent("r", "", 0, 100), model("m", "r", 50, 40)])
+    assert (a.model_sum_ns, a.model_ns, a.critical_path) == (0, 0, ("r",))
+
+
+def test_root_with_end_before_start() -> None:
+    a = analyse([agent("r", "", 100, 0), model("m", "r", 10, 40)])
+    assert (a.e2e_ns, a.model_ns, a.orchestration_ns) == (0, 0, 0)
+
+
+def test_parent_cycle_is_broken_and_attached_to_root() -> None:
+    spans = [agent("r", "", 0, 100), tool("a", "b", 10, 50), model("b", "a", 20, 40)]
+    a = analyse(spans)
+    assert (a.partial, a.root_span_id) == (False, "r")
+    assert split_ms(a) == (100, 20, 20, 60)
+    assert a.critical_path == ("r", "a", "b")
+
+
+def test_trace_that_is_only_a_cycle_is_partial() -> None:
+    a = analyse([tool("a", "b", 10, 50), model("b", "a", 20, 40), span("c", "c", 0, 5)])
+    assert (a.partial, a.root_span_id, split_ms(a)) == (True, "c", (50, 20, 20, 10))
+
+
+def test_shuffled_order_gives_identical_results() -> None:
+    spans = _random_trace(random.Random(7), 200)
+    expected = analyse(spans)
+    rng = random.Random(11)
+    for _ in range(20):
+        shuffled = list(spans)
+        rng.shuffle(shuffled)
+        assert analyse(shuffled) == expected
+    assert len(expected.critical_path) > 1
+
+
+# --- scale ------------------------------------------------------------------------------
+
+
+def test_deep_chain_of_10000_spans() -> None:
+    n = 10_000
+    roles = ("agent", "tool", "other", "model")
+    spans = [span(f"s{i}", f"s{i - 1}" if i else "", i, 2 * n - i, roles[i % 4]) for i in range(n)]
+    began = time.perf_counter()
+    a = analyse(spans[::-1])
+    assert time.perf_counter() - began < 5
+    assert a.e2e_ns == 2 * n * MS
+    assert a.model_ns + a.tool_ns + a.orchestration_ns == a.e2e_ns
+    assert len(a.critical_path) == n
+    # each level owns 1 ms at each end; roles cycle agent, tool, other, model, so below the agent root
+    # levels 1, 2 (mod 4) are tool time and 3, 0 (mod 4) model time
+    assert a.orchestration_ns == 2 * MS
+    assert (a.model_ns, a.tool_ns) == (9_998 * MS, 10_000 * MS)
+
+
+def test_wide_fan_out_of_10000_spans() -> None:
+    n = 10_000
+    spans = [agent("r", "", 0, 10 * n)] + [tool(f"t{i}", "r", 10 * i, 10 * i + 10) for i in range(n)]
+    began = time.perf_counter()
+    a = analyse(spans[::-1])
+    assert time.perf_counter() - began < 5
+    assert (a.tool_ns, a.orchestration_ns, a.e2e_ns) == (10 * n * MS, 0, 10 * n * MS)
+    assert len(a.critical_path) == n + 1
+    assert len(a.parallelisable) == 1 and len(a.parallelisable[0].span_ids) == n
+    assert a.parallel_saving_ns == 10 * (n - 1) * MS
+
+
+# --- properties over random trees -------------------------------------------------------
+
+
+def _random_trace(rng: random.Random, size: int) -> list[SpanRecord]:
+    spans = [span("s0", "" if rng.random() < 0.8 else "lost", 0, rng.randint(1, 1000), "agent")]
+    for i in range(1, size):
+        parent = spans[rng.randrange(len(spans))]
+        lo, hi = parent.start_ns // MS, parent.end_ns // MS
+        start = rng.randint(lo - 5, hi)  # sometimes before the parent: clock skew
+        end = start + rng.randint(-2, max(1, hi - start + 5))  # sometimes after it, sometimes negative
+        parent_id = parent.span_id if rng.random() < 0.95 else f"missing{i}"
+        role = rng.choice(("model", "tool", "agent", "other"))
+        extra: dict[str, object] = {}
+        if role == "model" and rng.random() < 0.2:
+            extra["is_server_span"] = True
+        if rng.random() < 0.1:
+            extra["phase"] = rng.choice(("queue", "prefill", "decode"))
+        if role == "tool":
+            extra.update(tool_call_id=f"c{i}", depends_on=(f"c{rng.randrange(i)}",) if rng.random() < 0.2 else ())
+        spans.append(span(f"s{i}", parent_id, start, end, role, **extra))
+    if rng.random() < 0.3:  # a duplicate that ends later
+        victim = spans[rng.randrange(len(spans))]
+        spans.append(replace(victim, end_ns=victim.end_ns + 3 * MS))
+    return spans
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_trees_always_add_up(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(100):
+        a = analyse(_random_trace(rng, rng.randint(1, 60)))
+        parts = (a.model_ns, a.tool_ns, a.orchestration_ns)
+        assert sum(parts) == a.e2e_ns and min(parts) >= 0
+        assert a.queue_ns + a.prefill_ns + a.decode_ns <= a.model_ns
+        assert len(set(a.critical_path)) == len(a.critical_path) and a.critical_path[0] == a.root_span_id
+        cursor = a.start_ns
+        for seg in a.segments:  # non-overlapping, in order, tiling [start, start + e2e)
+            assert seg.start_ns == cursor and seg.end_ns > seg.start_ns
+            cursor = seg.end_ns
+        assert cursor == a.start_ns + a.e2e_ns
+        for category, total in (("model", a.model_ns), ("tool", a.tool_ns), ("orchestration", a.orchestration_ns)):
+            assert sum(s.end_ns - s.start_ns for s in a.segments if s.category == category) == total
+        assert set(s.span_id for s in a.segments) <= set(a.critical_path)
+        assert 0 <= a.parallel_saving_ns <= a.model_ns + a.tool_ns

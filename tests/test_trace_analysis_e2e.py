@@ -1,0 +1,155 @@
+"""Trace assembly, the E2E split, what-ifs and rollups through a real collector."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id, otlp_protobuf
+from tests.servers import ServerProcess, wait_for
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+FAST = {"AGENTLAT_TRACE_GRACE": "0.3", "AGENTLAT_PARTIAL_TRACE_TIMEOUT": "2", "AGENTLAT_ROLLUP_SETTLE": "0.3"}
+
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path_factory.mktemp("analysis"), extra_env=FAST).start()
+    yield proc
+    proc.stop()
+
+
+def ingest(server: ServerProcess, spans: list[SpanSpec]) -> None:
+    response = httpx.post(f"{server.url}/v1/traces", content=otlp_protobuf(spans), headers=PROTOBUF, timeout=30)
+    assert response.status_code == 200, response.text
+
+
+def analysis(server: ServerProcess, trace_id: str, **expect: object) -> dict:
+    def fetch() -> dict | None:
+        response = server.get(f"/api/v1/traces/{trace_id}")
+        found = response.json().get("analysis") if response.status_code == 200 else None
+        return found if found and all(found[k] == v for k, v in expect.items()) else None
+
+    return wait_for(fetch)
+
+
+def agent_trace(base: int, route: str, service: str = "split-svc") -> list[SpanSpec]:
+    """model 0-300 ms (TTFT 100), tools A 300-500 and B 500-700 (serial, independent), model 700-1000."""
+    trace_id, root = new_trace_id(), new_span_id()
+
+    def child(name: str, start: int, end: int, attrs: dict) -> SpanSpec:
+        return SpanSpec(
+            name,
+            trace_id=trace_id,
+            parent_span_id=root,
+            start_ns=base + start * MS,
+            duration_ns=(end - start) * MS,
+            service=service,
+            attributes={"agentlat.route": route, **attrs},
+        )
+
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1"}
+    return [
+        SpanSpec("invoke_agent support", trace_id=trace_id, span_id=root, start_ns=base, duration_ns=1000 * MS,
+                 service=service, attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
+                                              "agentlat.route": route}),
+        child("chat m1", 0, 300, {**chat, "gen_ai.response.time_to_first_chunk": 0.1,
+                                  "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.cache_read.input_tokens": 250}),
+        child("execute_tool a", 300, 500, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "a"}),
+        child("execute_tool b", 500, 700, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "b"}),
+        child("chat m1", 700, 1000, chat),
+    ]  # fmt: skip
+
+
+def test_split_critical_path_and_what_if(fast: ServerProcess) -> None:
+    spans = agent_trace(time.time_ns() - 120 * 1000 * MS, "/support")
+    ingest(fast, spans[::-1])  # children before their root: order must not matter
+    a = analysis(fast, spans[0].trace_id)
+    assert (a["e2e_ms"], a["model_ms"], a["tool_ms"], a["orchestration_ms"]) == (1000.0, 600.0, 400.0, 0.0)
+    assert a["critical_path"] == [s.span_id for s in spans]
+    assert a["model_calls"] == 2 and a["tool_calls"] == 2 and a["partial"] is False
+    assert a["first_ttft_ms"] == pytest.approx(100.0)
+    assert a["cache_hit_ratio"] == pytest.approx(0.25)
+    assert a["route"] == "/support" and a["agent"] == "support" and a["root_name"] == "invoke_agent support"
+    [group] = a["parallelisable"]
+    assert group["tools"] == ["a", "b"] and group["saving_ms"] == 200.0
+    assert a["parallel_saving_ms"] == 200.0
+    assert sum(s["end_ns"] - s["start_ns"] for s in a["segments"]) == 1000 * MS
+
+
+def test_late_span_re_analyses(fast: ServerProcess) -> None:
+    spans = agent_trace(time.time_ns() - 120 * 1000 * MS, "/late")
+    ingest(fast, spans[:3])
+    first = analysis(fast, spans[0].trace_id, span_count=3)
+    assert first["tool_ms"] == 200.0
+    ingest(fast, spans[3:])
+    again = analysis(fast, spans[0].trace_id, span_count=5)
+    assert again["tool_ms"] == 400.0 and again["model_ms"] == 600.0
+
+
+def test_missing_root_is_analysed_as_partial(fast: ServerProcess) -> None:
+    spans = agent_trace(time.time_ns() - 120 * 1000 * MS, "/orphans")
+    ingest(fast, spans[1:])
+    a = analysis(fast, spans[0].trace_id, partial=True)
+    assert a["e2e_ms"] == 1000.0 and a["span_count"] == 4
+    ingest(fast, spans[:1])  # the root turns up after all
+    assert analysis(fast, spans[0].trace_id, partial=False)["span_count"] == 5
+
+
+def test_breakdown_and_timeseries_from_rollups(fast: ServerProcess) -> None:
+    base = (time.time_ns() // (60_000 * MS) - 3) * 60_000 * MS  # a whole minute, three minutes ago
+    for i in range(4):
+        ingest(fast, agent_trace(base + i * 1000 * MS, "/rolled", service="rollup-svc"))
+
+    def rolled() -> dict | None:
+        body = fast.get("/api/v1/breakdown", group_by="route", service="rollup-svc", window="1h").json()
+        rows = body["rows"]
+        return body if rows and rows[0]["traces"] == 4 else None
+
+    [row] = wait_for(rolled)["rows"]
+    assert row["group"] == {"route": "/rolled"}
+    assert row["e2e"]["mean"] == pytest.approx(1000.0) and row["e2e"]["p95"] == pytest.approx(1000.0)
+    assert row["model"]["mean"] == pytest.approx(600.0) and row["tool"]["p50"] == pytest.approx(400.0)
+    assert row["share"] == pytest.approx({"model": 0.6, "tool": 0.4, "orchestration": 0.0})
+    series = fast.get("/api/v1/timeseries", metric="ttft", step="1m", service="rollup-svc", window="1h").json()
+    [line] = series["series"]
+    assert [(p["count"], p["p50"]) for p in line["points"]] == [(4, pytest.approx(100.0))]
+    assert line["points"][0]["t"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(base // 10**9))
+    long = fast.get("/api/v1/percentiles", metric="tool", service="rollup-svc", window="24h").json()
+    assert long["source"] == "rollups" and long["rows"][0]["count"] == 8
+    assert long["rows"][0]["p50"] == pytest.approx(200.0)
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "fragment"),
+    [
+        ("/api/v1/breakdown", {"group_by": "provider"}, "group_by ['provider']"),
+        ("/api/v1/breakdown", {"role": "tool"}, "not kept in rollups"),
+        ("/api/v1/timeseries", {"metric": "queue"}, "metric='queue'"),
+        ("/api/v1/timeseries", {"step": "30s"}, "whole minutes"),
+        ("/api/v1/percentiles", {"metric": "queue", "source": "rollups"}, "use source=spans"),
+    ],
+)
+def test_rollup_query_errors(fast: ServerProcess, path: str, params: dict, fragment: str) -> None:
+    response = fast.get(path, **params)
+    assert response.status_code == 400 and fragment in response.json()["error"]["message"]
+
+
+def test_restart_analyses_what_the_last_run_left(tmp_path: Path) -> None:
+    slow = ServerProcess(tmp_path, extra_env={**FAST, "AGENTLAT_TRACE_GRACE": "3600"}).start()
+    try:
+        spans = agent_trace(time.time_ns() - 120 * 1000 * MS, "/restart")
+        ingest(slow, spans)
+        wait_for(lambda: len(slow.get(f"/api/v1/traces/{spans[0].trace_id}").json().get("spans", [])) == 5)
+        assert slow.get(f"/api/v1/traces/{spans[0].trace_id}").json()["analysis"] is None
+    finally:
+        slow.kill()
+    quick = ServerProcess(tmp_path, port=slow.port, extra_env=FAST).start()
+    try:
+        assert analysis(quick, spans[0].trace_id)["tool_ms"] == 400.0
+    finally:
+        quick.stop()
