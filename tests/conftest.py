@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from agentlat.store import Store, open_store
 from tests.servers import ServerProcess
 
 
@@ -22,3 +23,11 @@ def fresh_server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(tmp_path)
     yield proc
     proc.kill()
+
+
+@pytest.fixture(scope="session")
+def embedded_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """The one in-process chDB store of the test session (chDB opens one data path per process)."""
+    store = open_store(tmp_path_factory.mktemp("embedded") / "data")
+    yield store
+    store.close()
