@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from agentlat.collector.advisor import advise, route_evidence
 from agentlat.store import DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, ROLLUP_METRICS, SpanFilter, Store
 from agentlat.store.schema import DERIVED_NAMES
 
@@ -245,6 +246,15 @@ def make_router(store: Store, project_of) -> APIRouter:
             "filters": where.equals,
             "group_by": dims,
             "series": list(series.values()),
+        }
+
+    @router.get("/advice", summary="which latency lever each route should pull, ranked by expected saving")
+    async def advice(where: Filter, route: str | None = None) -> dict[str, Any]:
+        evidence = await run_in_threadpool(store.advice_evidence, where)
+        findings = advise([route_evidence(name, facts) for name, facts in evidence.items()])
+        return {
+            "window": _window(where),
+            "findings": [f.as_dict() for f in findings if route in (None, "", f.route)],
         }
 
     @router.get("/traces", summary="recent or slowest traces")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -89,6 +90,44 @@ def up(
 
     setup_logging(log_level)
     _run(lambda: run_server(port=port, data_dir=data, log_level=log_level, console=console))
+
+
+ApiOpt = Annotated[str, typer.Option("--api", help="agentlat server URL (env AGENTLAT_API).", envvar="AGENTLAT_API")]
+WindowOpt = Annotated[str, typer.Option("--window", help="Trailing window to read, e.g. 1h, 24h, 7d.")]
+
+
+@app.command()
+def advise(
+    api: ApiOpt = "http://127.0.0.1:4318",
+    window: WindowOpt = "24h",
+    route: Annotated[str | None, typer.Option("--route", help="Only this route.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
+) -> None:
+    """Which latency lever each route should pull, ranked by expected saving."""
+    from agentlat.collector.client import ApiClient
+
+    _run(lambda: _print_advice(ApiClient(api).get("/api/v1/advice", window=window, route=route), as_json))
+
+
+def _print_advice(body: dict, as_json: bool) -> None:
+    from rich.table import Table
+
+    if as_json:
+        typer.echo(json.dumps(body, indent=2))
+        return
+    findings = body["findings"]
+    if not findings:
+        Console().print(f"No findings for {body['window']['start']} to {body['window']['end']}: nothing to pull.")
+        return
+    table = Table(title="agentlat advice (largest expected saving first)", show_lines=True)
+    for column in ("route", "finding", "lever", "saves / request", "total saved"):
+        table.add_column(column, overflow="fold")
+    for f in findings:
+        table.add_row(
+            f["route"], f["title"], f["lever"], f"{f['saving_ms_per_request']:.0f} ms",
+            f"{f['total_saving_s']:.1f} s over {f['requests']} requests",
+        )  # fmt: skip
+    Console().print(table)
 
 
 @app.command()

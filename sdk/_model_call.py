@@ -9,6 +9,7 @@ last chunk), so a waterfall shows them.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -22,6 +23,10 @@ from agentlat.stream_stats import gap_stats
 NS = 1_000_000_000
 MAX_CHUNK_TIMES = 100_000  # bounded memory for endless streams; later chunks still count
 DEFAULT_STALL_SECONDS = 0.5
+
+
+def prefix_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 class ModelCall(SpanScope):
@@ -103,6 +108,14 @@ class ModelCall(SpanScope):
 
     def response_model(self, model: str) -> None:
         self.set(sc.GEN_AI_RESPONSE_MODEL, model)
+
+    def prompt_prefix(self, text: str) -> None:
+        """Record a hash of the prompt's stable prefix (system prompt, tool definitions).
+
+        The advisor groups calls by it: identical prefixes that miss the prompt cache mean
+        something dynamic sits before them.
+        """
+        self.set(sc.PROMPT_PREFIX_HASH, prefix_hash(text))
 
     def speculative(self, *, proposed: int, accepted: int) -> None:
         """Speculative decoding: draft tokens proposed and accepted in this call."""

@@ -78,6 +78,9 @@ PREFETCH_WASTED = "agentlat.prefetch.wasted"  # seconds spent on a miss or cance
 TOOL_DEPENDS_ON = "agentlat.tool.depends_on"  # tool call ids whose output this call consumed
 TOOL_ARGS_READY_TIME = "agentlat.tool.args_ready_time"  # unix ns: call JSON complete in stream
 PROMPT_VERSION = "agentlat.prompt.version"
+# sha256 (first 16 hex) of the prompt's stable prefix (system prompt + tool definitions):
+# equal hashes that miss the provider's prefix cache point at dynamic content placed before it.
+PROMPT_PREFIX_HASH = "agentlat.prompt.prefix_hash"
 
 PREFETCH_OUTCOMES = frozenset({"hit", "miss", "cancelled"})
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from agentlat.store import analysis, queries
+from agentlat.store import advice, analysis, queries
 from agentlat.store.analysis import ROLLUP_METRICS
 from agentlat.store.backends import (
     Backend,
@@ -151,6 +151,20 @@ class Store:
     ) -> list[dict[str, Any]]:
         sql, params = queries.timeseries_sql(metric, group_by, where, step_seconds)
         return self.backend.query_arrow(sql, params).to_pylist()
+
+    def advice_evidence(self, where: SpanFilter) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace."""
+        evidence: dict[str, dict[str, dict[str, Any]]] = {}
+        for key, build in (
+            ("calls", advice.model_calls_sql),
+            ("prefix", advice.prefix_misses_sql),
+            ("server", advice.server_phases_sql),
+            ("trace", advice.traces_sql),
+        ):
+            sql, params = build(where)
+            for row in self.backend.query_arrow(sql, params).to_pylist():
+                evidence.setdefault(row["route"], {})[key] = row
+        return evidence
 
     def count_spans(self, project: str | None = None) -> int:
         if project is None:

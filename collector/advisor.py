@@ -1,0 +1,201 @@
+"""The advisor: which latency lever each route should pull, ranked by expected saving.
+
+Pure rules over per-route evidence (``RouteEvidence``, gathered by the store). Each finding
+names the route, the evidence, the lever and the expected gain per request and over the
+window (per-request saving x requests), which is what findings are ranked by. Where a gain
+rests on an assumption (the speed-up speculative decoding typically brings), the finding
+says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CACHE_TARGET = 0.80
+SPECULATIVE_SPEEDUP = 1.5  # conservative: reported speed-ups are 1.5x to 3x on long outputs
+QUEUE_SHARE = 0.5
+RAG_INPUT_TOKENS = 8_000
+RAG_TTFT_MS = 1_000.0
+STALL_SHARE = 0.05
+MIN_CALLS = 20
+MIN_TRACES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str
+    route: str
+    title: str
+    lever: str
+    evidence: dict[str, Any]
+    saving_ms_per_request: float
+    requests: int
+
+    @property
+    def total_saving_s(self) -> float:
+        return self.saving_ms_per_request * self.requests / 1000
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "route": self.route,
+            "title": self.title,
+            "lever": self.lever,
+            "evidence": self.evidence,
+            "saving_ms_per_request": self.saving_ms_per_request,
+            "requests": self.requests,
+            "total_saving_s": self.total_saving_s,
+        }
+
+
+@dataclass(slots=True)
+class RouteEvidence:
+    """What the store knows about one route in the window; missing facts are None."""
+
+    route: str
+    traces: int = 0
+    model_calls_per_trace: float = 0.0
+    calls: dict[str, Any] = field(default_factory=dict)  # store.advice.model_calls_sql row
+    prefix: dict[str, Any] = field(default_factory=dict)  # prefix_misses_sql row
+    server: dict[str, Any] = field(default_factory=dict)  # server_phases_sql row
+    trace: dict[str, Any] = field(default_factory=dict)  # traces_sql row
+
+
+def route_evidence(route: str, facts: dict[str, dict[str, Any]]) -> RouteEvidence:
+    """RouteEvidence from ``Store.advice_evidence`` output for one route."""
+    trace = facts.get("trace", {})
+    return RouteEvidence(
+        route=route,
+        traces=int(trace.get("traces") or 0),
+        model_calls_per_trace=float(trace.get("model_calls") or 0.0),
+        calls=facts.get("calls", {}),
+        prefix=facts.get("prefix", {}),
+        server=facts.get("server", {}),
+        trace=trace,
+    )
+
+
+def advise(routes: list[RouteEvidence]) -> list[Finding]:
+    """Every finding for every route, the largest total saving first."""
+    findings = [f for r in routes for rule in RULES if (f := rule(r)) is not None and f.saving_ms_per_request > 0]
+    return sorted(findings, key=lambda f: (-f.total_saving_s, f.route, f.kind))
+
+
+def _calls_per_request(r: RouteEvidence) -> float:
+    return r.model_calls_per_trace or 1.0
+
+
+def _requests(r: RouteEvidence) -> int:
+    return r.traces or int(r.calls.get("calls") or 0)
+
+
+def prompt_cache(r: RouteEvidence) -> Finding | None:
+    c = r.calls
+    if (c.get("cache_reported_calls") or 0) < MIN_CALLS or not c.get("cache_input_tokens"):
+        return None
+    hit_rate = c["cache_read_tokens"] / c["cache_input_tokens"]
+    cached, uncached = c.get("ttft_cached_ms"), c.get("ttft_uncached_ms")
+    if hit_rate >= CACHE_TARGET or cached is None or uncached is None or uncached <= cached:
+        return None
+    miss_share = c["uncached_calls"] / c["cache_reported_calls"]
+    per_request = (uncached - cached) * miss_share * _calls_per_request(r)
+    misses = int(r.prefix.get("prefix_misses") or 0)
+    lever = "Keep the prompt prefix stable (system prompt and tool definitions first, byte-identical)"
+    if misses:
+        lever += f"; {misses} calls missed the cache on a prefix already sent: move dynamic content after it"
+    return Finding(
+        "prompt_cache", r.route, f"Prompt-cache hit rate {hit_rate:.0%} is under the {CACHE_TARGET:.0%} target",
+        lever,
+        {"hit_rate": hit_rate, "ttft_cached_ms": cached, "ttft_uncached_ms": uncached,
+         "uncached_calls": c["uncached_calls"], "identical_prefix_misses": misses},
+        per_request, _requests(r),
+    )  # fmt: skip
+
+
+def parallel_tools(r: RouteEvidence) -> Finding | None:
+    t = r.trace
+    if (t.get("traces") or 0) < MIN_TRACES or not t.get("parallel_saving_ms"):
+        return None
+    return Finding(
+        "parallel_tools", r.route,
+        f"Independent tool calls run one after another in {t['parallel_traces']} of {t['traces']} traces",
+        "Run independent tool calls concurrently (asyncio.gather / parallel tool calls)",
+        {"traces_with_serial_tools": t["parallel_traces"], "mean_saving_ms": t["parallel_saving_ms"]},
+        t["parallel_saving_ms"], _requests(r),
+    )  # fmt: skip
+
+
+def speculative_decoding(r: RouteEvidence) -> Finding | None:
+    c = r.calls
+    if (c.get("long_plain_calls") or 0) < MIN_CALLS or not c.get("long_plain_decode_ms"):
+        return None
+    per_call = c["long_plain_decode_ms"] * (1 - 1 / SPECULATIVE_SPEEDUP)
+    share = c["long_plain_calls"] / c["calls"]
+    count, tokens = c["long_plain_calls"], c["long_plain_tokens"]
+    return Finding(
+        "speculative_decoding", r.route,
+        f"{count} long outputs (≥400 tokens, mean {tokens:.0f}) decode without speculation",
+        f"Enable speculative decoding (estimate assumes a {SPECULATIVE_SPEEDUP}x decode speed-up)",
+        {"long_calls": count, "decode_ms": c["long_plain_decode_ms"], "assumed_speedup": SPECULATIVE_SPEEDUP},
+        per_call * share * _calls_per_request(r), _requests(r),
+    )  # fmt: skip
+
+
+def wasteful_prefetch(r: RouteEvidence) -> Finding | None:
+    t = r.trace
+    wasted, saved = t.get("prefetch_wasted_ms") or 0.0, t.get("prefetch_saved_ms") or 0.0
+    if not t.get("traces") or wasted <= saved:
+        return None
+    return Finding(
+        "wasteful_prefetch", r.route,
+        f"Speculative prefetch wastes {wasted / 1000:.1f} s for {saved / 1000:.1f} s saved",
+        "Prefetch only tools the model picks most of the time, or cancel prefetches sooner",
+        {"hits": t["prefetch_hits"], "misses": t["prefetch_misses"], "wasted_ms": wasted, "saved_ms": saved},
+        (wasted - saved) / t["traces"], _requests(r),
+    )  # fmt: skip
+
+
+def queueing(r: RouteEvidence) -> Finding | None:
+    s = r.server
+    queue, ttft = s.get("queue_ms"), s.get("server_ttft_ms") or r.calls.get("ttft_ms")
+    if not s.get("server_calls") or queue is None or not ttft or queue / ttft < QUEUE_SHARE:
+        return None
+    return Finding(
+        "queueing", r.route, f"Queueing is {queue / ttft:.0%} of time to first token",
+        "Add serving capacity, or give this route priority in the server's scheduler",
+        {"queue_ms": queue, "ttft_ms": ttft, "server_calls": s["server_calls"]},
+        queue * _calls_per_request(r), _requests(r),
+    )  # fmt: skip
+
+
+def long_prefill(r: RouteEvidence) -> Finding | None:
+    c = r.calls
+    tokens, ttft = c.get("input_tokens_p50"), c.get("ttft_p50_ms")
+    if (c.get("calls") or 0) < MIN_CALLS or tokens is None or ttft is None:
+        return None
+    if tokens < RAG_INPUT_TOKENS or ttft < RAG_TTFT_MS:
+        return None
+    prefill = r.server.get("prefill_ms") or ttft
+    return Finding(
+        "long_prefill", r.route, f"Long prefill: median input {tokens:.0f} tokens, median TTFT {ttft:.0f} ms",
+        "Cache the shared context, trim retrieved chunks, or serve with prefill/decode disaggregation",
+        {"input_tokens_p50": tokens, "ttft_p50_ms": ttft, "prefill_ms": prefill},
+        (prefill - RAG_TTFT_MS / 2) * _calls_per_request(r), _requests(r),
+    )  # fmt: skip
+
+
+def itl_stalls(r: RouteEvidence) -> Finding | None:
+    c = r.calls
+    streamed, stalled = c.get("streamed_calls") or 0, c.get("stalled_calls") or 0
+    if streamed < MIN_CALLS or stalled / streamed < STALL_SHARE or not c.get("stall_excess_ms"):
+        return None
+    return Finding(
+        "itl_stalls", r.route, f"{stalled / streamed:.0%} of streams stall (a gap over the stall threshold)",
+        "Look for server preemption or batching pauses; stream through fewer proxies",
+        {"stalled_calls": stalled, "streamed_calls": streamed, "stall_excess_ms": c["stall_excess_ms"]},
+        c["stall_excess_ms"] * stalled / streamed * _calls_per_request(r), _requests(r),
+    )  # fmt: skip
+
+
+RULES = (prompt_cache, parallel_tools, speculative_decoding, wasteful_prefetch, queueing, long_prefill, itl_stalls)

@@ -1,0 +1,165 @@
+"""The advisor: each rule's expected saving from known evidence, and the ranked findings
+through a real collector, the API and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agentlat.collector.advisor import RouteEvidence, advise
+from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id
+from tests.servers import AGENTLAT, ServerProcess, wait_for
+from tests.test_trace_analysis_e2e import FAST, ingest
+
+CASES = [
+    pytest.param(
+        RouteEvidence("/c", traces=50, model_calls_per_trace=2, calls={
+            "calls": 100, "cache_reported_calls": 100, "cache_input_tokens": 100_000, "cache_read_tokens": 50_000,
+            "uncached_calls": 50, "ttft_cached_ms": 200.0, "ttft_uncached_ms": 600.0}, prefix={"prefix_misses": 7}),
+        "prompt_cache", 400.0, 20.0, id="prompt-cache",
+    ),
+    pytest.param(
+        RouteEvidence("/p", traces=40, trace={"traces": 40, "parallel_saving_ms": 150.0, "parallel_traces": 30}),
+        "parallel_tools", 150.0, 6.0, id="parallel-tools",
+    ),
+    pytest.param(
+        RouteEvidence("/s", traces=60, model_calls_per_trace=1, calls={
+            "calls": 60, "long_plain_calls": 30, "long_plain_decode_ms": 3000.0, "long_plain_tokens": 900.0}),
+        "speculative_decoding", 500.0, 30.0, id="speculative",
+    ),
+    pytest.param(
+        RouteEvidence("/w", traces=10, trace={"traces": 10, "prefetch_wasted_ms": 5000.0, "prefetch_saved_ms": 1000.0,
+                                              "prefetch_hits": 2, "prefetch_misses": 8}),
+        "wasteful_prefetch", 400.0, 4.0, id="prefetch",
+    ),
+    pytest.param(
+        RouteEvidence("/q", traces=10, model_calls_per_trace=2,
+                      server={"server_calls": 20, "queue_ms": 300.0, "server_ttft_ms": 400.0}),
+        "queueing", 600.0, 6.0, id="queueing",
+    ),
+    pytest.param(
+        RouteEvidence("/rag", traces=30, model_calls_per_trace=1,
+                      calls={"calls": 30, "input_tokens_p50": 12_000.0, "ttft_p50_ms": 2500.0}),
+        "long_prefill", 2000.0, 60.0, id="rag-prefill",
+    ),
+    pytest.param(
+        RouteEvidence("/i", traces=100, model_calls_per_trace=1,
+                      calls={"calls": 100, "streamed_calls": 100, "stalled_calls": 10, "stall_excess_ms": 800.0}),
+        "itl_stalls", 80.0, 8.0, id="stalls",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("evidence", "kind", "per_request_ms", "total_s"), CASES)
+def test_each_rule_estimates_its_saving(evidence: RouteEvidence, kind: str, per_request_ms: float, total_s: float):
+    [finding] = advise([evidence])
+    assert finding.kind == kind and finding.route == evidence.route
+    assert finding.saving_ms_per_request == pytest.approx(per_request_ms)
+    assert finding.total_saving_s == pytest.approx(total_s)
+
+
+def test_identical_prefix_misses_are_named() -> None:
+    [finding] = advise([CASES[0].values[0]])
+    assert "7 calls missed the cache on a prefix already sent" in finding.lever
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        RouteEvidence("/ok", traces=50, calls={"calls": 100, "cache_reported_calls": 100, "cache_input_tokens": 1000,
+                                               "cache_read_tokens": 850, "uncached_calls": 5, "ttft_cached_ms": 100.0,
+                                               "ttft_uncached_ms": 500.0}),
+        RouteEvidence("/few", traces=5, calls={"calls": 5, "cache_reported_calls": 5, "cache_input_tokens": 1000,
+                                               "cache_read_tokens": 0, "uncached_calls": 5, "ttft_cached_ms": 100.0,
+                                               "ttft_uncached_ms": 500.0}),
+        RouteEvidence("/fewtraces", traces=5, trace={"traces": 5, "parallel_saving_ms": 100.0, "parallel_traces": 5}),
+        RouteEvidence("/netgain", traces=10, trace={"traces": 10, "prefetch_wasted_ms": 100.0,
+                                                    "prefetch_saved_ms": 900.0}),
+        RouteEvidence("/q", traces=10, server={"server_calls": 20, "queue_ms": 100.0, "server_ttft_ms": 400.0}),
+    ],
+    ids=["cache-above-target", "too-few-calls", "too-few-traces", "prefetch-pays-off", "queue-minor"],
+)  # fmt: skip
+def test_no_finding_without_enough_evidence(evidence: RouteEvidence) -> None:
+    assert advise([evidence]) == []
+
+
+def test_findings_are_ranked_by_total_saving() -> None:
+    findings = advise([case.values[0] for case in CASES])
+    totals = [f.total_saving_s for f in findings]
+    assert totals == sorted(totals, reverse=True)
+    assert findings[0].kind == "long_prefill"
+
+
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """20 traces on /cache: half miss the prompt cache on one prefix, two tools run serially."""
+    server = ServerProcess(tmp_path_factory.mktemp("advice"), extra_env=FAST).start()
+    base = time.time_ns() - 600 * 1000 * MS
+    spans: list[SpanSpec] = []
+    for i in range(20):
+        trace_id, root, start = new_trace_id(), new_span_id(), base + i * 2000 * MS
+        cached = i % 2 == 0
+
+        def child(name: str, begin: int, end: int, attrs: dict, trace_id=trace_id, root=root, start=start):
+            return SpanSpec(
+                name,
+                trace_id=trace_id,
+                parent_span_id=root,
+                start_ns=start + begin * MS,
+                duration_ns=(end - begin) * MS,
+                service="advice-svc",
+                attributes={"agentlat.route": "/cache", **attrs},
+            )
+
+        spans += [
+            SpanSpec("invoke_agent helper", trace_id=trace_id, span_id=root, start_ns=start, duration_ns=1000 * MS,
+                     service="advice-svc", attributes={"gen_ai.operation.name": "invoke_agent",
+                                                       "agentlat.route": "/cache"}),
+            child("chat m", 0, 700, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                     "gen_ai.response.time_to_first_chunk": 0.2 if cached else 0.6,
+                                     "gen_ai.usage.input_tokens": 1000,
+                                     "gen_ai.usage.cache_read.input_tokens": 900 if cached else 0,
+                                     "agentlat.prompt.prefix_hash": "abc123"}),
+            child("execute_tool a", 700, 800, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "a"}),
+            child("execute_tool b", 800, 900, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "b"}),
+        ]  # fmt: skip
+    ingest(server, spans)
+    yield server
+    server.stop()
+
+
+def _findings(server: ServerProcess) -> list[dict] | None:
+    findings = server.get("/api/v1/advice", window="1h").json()["findings"]
+    return findings if len(findings) >= 2 else None
+
+
+def test_advice_through_the_api(advised: ServerProcess) -> None:
+    findings = wait_for(lambda: _findings(advised))
+    assert [(f["kind"], f["route"]) for f in findings] == [("prompt_cache", "/cache"), ("parallel_tools", "/cache")]
+    cache, parallel = findings
+    assert cache["evidence"]["hit_rate"] == pytest.approx(0.45)
+    assert cache["evidence"]["identical_prefix_misses"] == 9
+    assert cache["saving_ms_per_request"] == pytest.approx(200.0) and cache["requests"] == 20
+    assert parallel["saving_ms_per_request"] == pytest.approx(100.0)
+    assert parallel["total_saving_s"] == pytest.approx(2.0)
+
+
+def test_advise_command_prints_the_same_findings(advised: ServerProcess) -> None:
+    expected = wait_for(lambda: _findings(advised))
+    result = subprocess.run([AGENTLAT, "advise", "--api", advised.url, "--window", "1h", "--json"],
+                            capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    assert json.loads(result.stdout)["findings"] == expected
+    table = subprocess.run([AGENTLAT, "advise", "--api", advised.url, "--window", "1h"], capture_output=True,
+                           text=True, timeout=60, check=True, env={"COLUMNS": "200", "PATH": ""})  # fmt: skip
+    assert "Prompt-cache hit rate 45% is under the 80% target" in table.stdout
+
+
+def test_advise_command_explains_an_unreachable_server() -> None:
+    result = subprocess.run([AGENTLAT, "advise", "--api", "http://127.0.0.1:9"], capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert result.returncode == 2
+    assert "cannot reach agentlat at http://127.0.0.1:9" in result.stderr
