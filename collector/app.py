@@ -1,13 +1,14 @@
-"""The collector's FastAPI application: OTLP receiver, query API and health checks.
+"""The collector's FastAPI application: OTLP receiver, query API, keys and health checks.
 
-``create_app`` takes its parts as arguments (a store, a pipeline factory) so tests and
-other deployments can swap one without monkeypatching.
+``create_app`` takes its parts as arguments (settings, optionally a store) so tests and
+other deployments can swap one without monkeypatching. It is the composition root: the
+only place that also mounts routes of the alerts package.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -16,31 +17,44 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from agentlat import __version__
-from agentlat.collector import api, receiver
+from agentlat.collector import api, keys_api, receiver
 from agentlat.collector.assembler import TraceAssembler
+from agentlat.collector.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
 from agentlat.collector.config import Settings
 from agentlat.collector.otlp import Limits
 from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.rollups import RollupScheduler, minutes_of
 from agentlat.collector.wal import WriteAheadLog
+from agentlat.errors import ConfigError
 from agentlat.store import Store, StoreError, StoreUnavailable, open_store
 
 log = logging.getLogger("agentlat.collector")
 
-DEFAULT_PROJECT = "default"
+
+def make_authenticator(settings: Settings, store: Store) -> Authenticator:
+    """Keys are checked when required; refuse to start when they are required but none exist."""
+    if not settings.keys_required:
+        return Authenticator(None)
+    keys = KeyRing(store)
+    if keys.load() == 0:
+        raise ConfigError(
+            f"API keys are required (binding {settings.host}) but none exist. Create an admin key first: "
+            f"agentlat keys create --admin --project default --data {settings.data_dir}"
+        )
+    return Authenticator(keys, RateLimiter(settings.rate_limit, burst=max(settings.rate_limit * 2, 1)))
 
 
-def default_project(request: Request) -> str:
-    """Without API keys every caller is in the default project."""
-    return DEFAULT_PROJECT
-
-
-def create_app(
-    settings: Settings,
-    store: Store | None = None,
-    project_of: Callable[[Request], str] = default_project,
-) -> FastAPI:
+def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     store = store or open_store(settings.data_dir, settings.clickhouse_url, settings.ttl_days)
+    authenticator = make_authenticator(settings, store)
+
+    def caller_of(request: Request) -> Caller:
+        hint = request.headers.get("x-agentlat-project") or request.query_params.get("project")
+        return authenticator.caller(request.headers, hint)
+
+    def project_of(request: Request) -> str:
+        return caller_of(request).project
+
     pipeline = IngestPipeline(
         store,
         WriteAheadLog(settings.resolved_wal_dir),
@@ -85,6 +99,7 @@ def create_app(
     config = receiver.ReceiverConfig(settings.max_body_bytes, Limits())
     app.include_router(receiver.make_router(pipeline, config, project_of))
     app.include_router(api.make_router(store, project_of))
+    app.include_router(keys_api.make_router(authenticator, caller_of))
     _add_health(app, store, pipeline)
     _add_error_handlers(app)
     return app
@@ -117,6 +132,13 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AuthError)
+    async def auth_error(request: Request, exc: AuthError) -> JSONResponse:
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        if exc.status == 401:
+            headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+        return _error(exc.status, exc.message, headers)
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), exc.headers)

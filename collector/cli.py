@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from agentlat import __version__
+from agentlat.collector.keys_cli import keys_app
 from agentlat.errors import AgentlatError
 
 console = Console(stderr=True)
@@ -61,6 +63,9 @@ def serve(
     port: PortOpt = None,
     data: DataOpt = None,
     clickhouse: ClickHouseOpt = None,
+    require_keys: Annotated[
+        bool, typer.Option("--require-keys", help="Require API keys even on loopback (always required beyond it).")
+    ] = False,
     log_level: LogOpt = "info",
 ) -> None:
     """Run the collector: OTLP/HTTP on /v1/traces and the query API on /api/v1."""
@@ -73,6 +78,7 @@ def serve(
             port=port,
             data_dir=data,
             clickhouse_url=clickhouse,
+            require_keys=require_keys,
             log_level=log_level,
             console=console,
         )
@@ -136,12 +142,19 @@ def version() -> None:
     typer.echo(__version__)
 
 
-def _run(action) -> None:
+def run_or_exit(action: Callable[[], None]) -> None:
+    """Run a command's action; an agentlat error becomes a red message and exit status 2."""
     try:
         action()
     except AgentlatError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
+
+
+_run = run_or_exit
+
+
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

@@ -29,6 +29,9 @@ class Settings:
     trace_grace_seconds: float = 5.0
     partial_trace_timeout_seconds: float = 300.0
     rollup_settle_seconds: float = 5.0
+    require_keys: bool = False
+    rate_limit: float = 200.0  # requests per second per API key; 0 turns the limit off
+    grpc_port: int = 4317  # 0 turns OTLP/gRPC off
 
     @property
     def resolved_wal_dir(self) -> Path:
@@ -47,6 +50,11 @@ class Settings:
         except ValueError:
             return False
 
+    @property
+    def keys_required(self) -> bool:
+        """Keys are required beyond loopback, or when asked for."""
+        return self.require_keys or not self.is_loopback
+
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
         """Settings from AGENTLAT_* variables, with explicit (non-None) overrides on top."""
@@ -62,14 +70,26 @@ class Settings:
         return settings
 
 
-def _parse(var: str, raw: str, parse: type) -> Any:
+def _boolean(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
+
+
+_EXPECTED = {int: "whole number", float: "number", _boolean: "boolean (1/0, true/false)"}
+
+
+def _parse(var: str, raw: str, parse: Any) -> Any:
     try:
         return parse(raw)
     except ValueError:
-        raise ConfigError(f"{var}={raw!r} is not a valid {parse.__name__}") from None
+        raise ConfigError(f"{var}={raw!r} is not a valid {_EXPECTED.get(parse, parse.__name__)}") from None
 
 
-_ENV: tuple[tuple[str, str, type], ...] = (
+_ENV: tuple[tuple[str, str, Any], ...] = (
     ("host", "AGENTLAT_HOST", str),
     ("port", "AGENTLAT_PORT", int),
     ("data_dir", "AGENTLAT_DATA", Path),
@@ -83,4 +103,7 @@ _ENV: tuple[tuple[str, str, type], ...] = (
     ("trace_grace_seconds", "AGENTLAT_TRACE_GRACE", float),
     ("partial_trace_timeout_seconds", "AGENTLAT_PARTIAL_TRACE_TIMEOUT", float),
     ("rollup_settle_seconds", "AGENTLAT_ROLLUP_SETTLE", float),
+    ("require_keys", "AGENTLAT_REQUIRE_KEYS", _boolean),
+    ("rate_limit", "AGENTLAT_RATE_LIMIT", float),
+    ("grpc_port", "AGENTLAT_GRPC_PORT", int),
 )

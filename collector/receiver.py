@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Request, Response
@@ -23,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from starlette.concurrency import run_in_threadpool
 
+from agentlat.collector.auth import AuthError
 from agentlat.collector.otlp import (
     DecodedBatch,
     Limits,
@@ -51,7 +53,7 @@ class ReceiverConfig:
     limits: Limits
 
 
-def make_router(pipeline: IngestPipeline, config: ReceiverConfig, project_of) -> APIRouter:
+def make_router(pipeline: IngestPipeline, config: ReceiverConfig, project_of: Callable[[Request], str]) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
@@ -64,7 +66,7 @@ def make_router(pipeline: IngestPipeline, config: ReceiverConfig, project_of) ->
                     code_pb2.INVALID_ARGUMENT,
                     f"unsupported Content-Type {request.headers.get('content-type')!r}; send {PROTOBUF} or {JSON}",
                 )
-            project = project_of(request)
+            project = _project(project_of, request)
             body = await _read_body(request, config.max_body_bytes)
             decoded = await run_in_threadpool(_decode, body, media, project, config.limits)
             if decoded.accepted:
@@ -76,6 +78,16 @@ def make_router(pipeline: IngestPipeline, config: ReceiverConfig, project_of) ->
             return _failure(media or JSON, rejected)
 
     return router
+
+
+_AUTH_CODES = {401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED, 429: code_pb2.RESOURCE_EXHAUSTED}
+
+
+def _project(project_of: Callable[[Request], str], request: Request) -> str:
+    try:
+        return project_of(request)
+    except AuthError as exc:
+        raise RejectedRequest(exc.status, _AUTH_CODES[exc.status], exc.message, exc.retry_after) from None
 
 
 def _media_type(request: Request) -> str | None:

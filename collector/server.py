@@ -9,7 +9,6 @@ from rich.console import Console
 
 from agentlat.collector.app import create_app
 from agentlat.collector.config import Settings
-from agentlat.errors import ConfigError
 
 
 def run_server(
@@ -18,22 +17,20 @@ def run_server(
     port: int | None = None,
     data_dir: Path | None = None,
     clickhouse_url: str | None = None,
+    require_keys: bool = False,
     log_level: str = "info",
     console: Console,
 ) -> None:
-    settings = Settings.from_env(host=host, port=port, data_dir=data_dir, clickhouse_url=clickhouse_url)
-    if not settings.is_loopback:
-        raise ConfigError(
-            f"--host {settings.host} is not a loopback address. Binding beyond this machine "
-            "needs API keys, which this version does not support yet; bind 127.0.0.1 and put "
-            "a proxy with authentication in front."
-        )
+    settings = Settings.from_env(
+        host=host, port=port, data_dir=data_dir, clickhouse_url=clickhouse_url, require_keys=require_keys or None
+    )
     app = create_app(settings)
     base = f"http://{settings.host}:{settings.port}"
     console.print(
         f"[bold green]agentlat[/] collector on [bold]{base}[/]\n"
         f"  OTLP/HTTP  {base}/v1/traces  (set OTEL_EXPORTER_OTLP_ENDPOINT={base})\n"
         f"  query API  {base}/api/v1  (docs: {base}/docs)\n"
-        f"  store      {app.state.store.description}"
+        f"  store      {app.state.store.description}\n"
+        f"  API keys   {'required' if settings.keys_required else 'off (loopback only)'}"
     )
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, log_config=None)

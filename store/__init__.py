@@ -23,16 +23,19 @@ from agentlat.store.backends import (
     StoreError,
     StoreUnavailable,
 )
+from agentlat.store.keys import KEY_ROW_SCHEMA, ApiKeyRecord
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS
-from agentlat.store.queries import DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
+from agentlat.store.queries import DIMENSION_METRICS, DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 __all__ = [
     "DIMENSIONS",
+    "DIMENSION_METRICS",
     "METRICS",
     "ROLLUP_DIMENSIONS",
     "ROLLUP_METRICS",
     "SPAN_ARROW_SCHEMA",
+    "ApiKeyRecord",
     "PercentileRow",
     "SpanFilter",
     "Store",
@@ -152,6 +155,11 @@ class Store:
         sql, params = queries.timeseries_sql(metric, group_by, where, step_seconds)
         return self.backend.query_arrow(sql, params).to_pylist()
 
+    def dimension_summary(self, dimension: str, where: SpanFilter, with_quantiles: bool) -> list[dict[str, Any]]:
+        """Per value of route, agent, model or tool: counts, errors, rates and (optionally) exact percentiles."""
+        sql, params = queries.dimensions_sql(dimension, where, with_quantiles)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
     def advice_evidence(self, where: SpanFilter) -> dict[str, dict[str, dict[str, Any]]]:
         """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace."""
         evidence: dict[str, dict[str, dict[str, Any]]] = {}
@@ -165,6 +173,19 @@ class Store:
             for row in self.backend.query_arrow(sql, params).to_pylist():
                 evidence.setdefault(row["route"], {})[key] = row
         return evidence
+
+    # --- API keys -------------------------------------------------------------------
+    def save_key(self, key: ApiKeyRecord) -> None:
+        """Insert a key, or a newer version of it (revocation)."""
+        table = pa.Table.from_pylist([key.row()], schema=KEY_ROW_SCHEMA)
+        self.backend.insert_arrow("agentlat_api_keys", table)
+
+    def api_keys(self) -> list[ApiKeyRecord]:
+        rows = self.backend.query_arrow(
+            "SELECT KeyId, ProjectId, Name, Admin, SecretHash, toUnixTimestamp64Milli(CreatedAt) AS CreatedMs, "
+            "Revoked, Version FROM agentlat_api_keys FINAL ORDER BY CreatedAt"
+        ).to_pylist()
+        return [ApiKeyRecord.from_row(row) for row in rows]
 
     def count_spans(self, project: str | None = None) -> int:
         if project is None:

@@ -192,6 +192,23 @@ TTL toDate(Minute) + INTERVAL {{ttl_days}} DAY
 """
 
 
+# API keys: only a hash of each secret is kept; revoking writes a newer row.
+KEYS_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_api_keys (
+    KeyId String,
+    ProjectId String,
+    Name String,
+    Admin UInt8,
+    SecretHash String,
+    CreatedAt DateTime64(3),
+    Revoked UInt8,
+    Version UInt64
+)
+ENGINE = ReplacingMergeTree(Version)
+ORDER BY KeyId
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -202,6 +219,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)),
     Migration(2, "ingest time, per-trace analysis and per-minute rollups", (INGESTED_AT_DDL, TRACES_DDL, ROLLUP_DDL)),
+    Migration(3, "API keys", (KEYS_DDL,)),
 )
 
 LEDGER_DDL = """

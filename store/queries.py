@@ -217,3 +217,63 @@ def trace_analysis_sql(project: str, trace_id: str) -> tuple[str, Params]:
         WHERE ProjectId = {project:String} AND TraceId = {trace_id:String}
     """
     return sql, {"project": project, "trace_id": trace_id}
+
+
+# --- per-dimension summary (the dashboard's routes & models table) ---------------------
+# What one row of each dimension counts, and the metrics reported for it.
+DIMENSION_UNITS: dict[str, str] = {
+    "route": "ParentSpanId = ''",  # requests: root spans
+    "agent": "Role = 'agent'",  # agent runs
+    "model": _CLIENT_MODEL,  # client model calls
+    "tool": "Role = 'tool'",  # tool calls
+}
+DIMENSION_METRICS: dict[str, tuple[str, ...]] = {
+    "route": ("e2e", "ttft", "itl", "model", "tool"),
+    "agent": ("agent", "ttft", "itl", "model", "tool"),
+    "model": ("model", "ttft", "itl", "decode"),
+    "tool": ("tool",),
+}
+
+
+def _token_ratio(numerator: str, denominator: str, condition: str) -> str:
+    """sum(numerator) / sum(denominator) over spans meeting ``condition``; NULL without any."""
+    test = f"{condition} AND isNotNull({numerator}) AND {denominator} > 0"
+    return f"sumIf({numerator}, {test}) / nullIf(sumIf({denominator}, {test}), 0)"
+
+
+def _client_else_server(numerator: str, denominator: str) -> str:
+    """A token ratio from client model calls, else from server spans (vLLM/SGLang) when clients lack it."""
+    client = _token_ratio(numerator, denominator, _CLIENT_MODEL)
+    server = _token_ratio(numerator, denominator, "Role = 'model' AND IsServerSpan = 1")
+    return f"coalesce({client}, {server})"
+
+
+def dimensions_sql(dimension: str, where: SpanFilter, with_quantiles: bool) -> tuple[str, Params]:
+    """Per value of a dimension: unit count and errors, then count (and exact p50/p95/p99) of each
+    of its metrics, token-weighted prompt-cache hit rate and speculative acceptance."""
+    unit = DIMENSION_UNITS[dimension]
+    levels = ", ".join(str(q) for q in QUANTILES)
+    select = [
+        f"{DIMENSIONS[dimension]} AS name",
+        f"countIf({unit}) AS count",
+        f"countIf(({unit}) AND StatusCode = 'Error') AS errors",
+    ]
+    for name in DIMENSION_METRICS[dimension]:
+        spec = METRICS[name]
+        present = f"({spec.condition}) AND isNotNull({spec.expression})"
+        select.append(f"countIf({present}) AS {name}_count")
+        if with_quantiles:
+            value = f"toFloat64(assumeNotNull({spec.expression}))"
+            select.append(f"quantilesExactInclusiveIf({levels})({value}, {present}) AS {name}_q")
+    select.append(f"{_client_else_server('CacheReadTokens', 'InputTokens')} AS cache_hit_rate")
+    select.append(f"{_client_else_server('SpecAcceptedTokens', 'SpecProposedTokens')} AS spec_acceptance")
+    condition = " AND ".join([where.window_clause(), *where.equality_tests(), f"{DIMENSIONS[dimension]} != ''"])
+    sql = f"""
+        SELECT {", ".join(select)}
+        FROM otel_traces FINAL
+        WHERE {condition}
+        GROUP BY name
+        ORDER BY count DESC, name
+        LIMIT 1000
+    """
+    return sql, where.params()

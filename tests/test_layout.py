@@ -39,17 +39,6 @@ def test_cli_help_lists_commands() -> None:
         assert option in serve.stdout
 
 
-def test_serve_refuses_a_public_bind_without_keys(tmp_path) -> None:
-    result = subprocess.run(
-        [AGENTLAT, "serve", "--host", "0.0.0.0", "--data", str(tmp_path / "d")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2
-    assert "not a loopback address" in result.stderr
-
-
 def test_bad_environment_value_is_named(tmp_path) -> None:
     env = {**os.environ, "AGENTLAT_PORT": "forty"}
     result = subprocess.run(

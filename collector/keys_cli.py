@@ -1,0 +1,125 @@
+"""``agentlat keys``: create, list and revoke API keys.
+
+With ``--api URL`` the running server does it (an admin key in AGENTLAT_API_KEY); without,
+the command opens the store itself, which for the embedded store works only while no
+server holds it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
+
+ApiOpt = Annotated[
+    str | None, typer.Option("--api", help="Manage keys through this running server (admin key in AGENTLAT_API_KEY).")
+]
+DataOpt = Annotated[Path | None, typer.Option("--data", help="Embedded store directory (server stopped).")]
+ClickHouseOpt = Annotated[str | None, typer.Option("--clickhouse", help="ClickHouse server URL.")]
+
+
+@keys_app.command("create")
+def create(
+    project: Annotated[str, typer.Option("--project", help="Project the key reads and writes.")] = "default",
+    admin: Annotated[bool, typer.Option("--admin", help="An admin key acts on every project.")] = False,
+    name: Annotated[str, typer.Option("--name", help="What the key is for.")] = "",
+    api: ApiOpt = None,
+    data: DataOpt = None,
+    clickhouse: ClickHouseOpt = None,
+) -> None:
+    """Create a key and print it once; only its hash is kept."""
+    from agentlat.collector.cli import run_or_exit
+
+    def action() -> None:
+        if api:
+            created = _client(api).post("/api/v1/keys", {"project": project, "admin": admin, "name": name})
+        else:
+            from agentlat.collector.auth import new_key
+
+            try:
+                key, record = new_key(project, admin=admin, name=name)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc)) from None
+            with _store(data, clickhouse) as store:
+                store.save_key(record)
+            created = {"key": key, "key_id": record.key_id, "project": record.project, "admin": record.admin}
+        Console(stderr=True).print(
+            f"Created {'admin ' if created['admin'] else ''}key [bold]{created['key_id']}[/] for project "
+            f"{created['project']!r}. It is shown only now; keep it secret:"
+        )
+        typer.echo(created["key"])
+
+    run_or_exit(action)
+
+
+@keys_app.command("list")
+def listing(api: ApiOpt = None, data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
+    """List active keys (ids and projects, never secrets)."""
+    from agentlat.collector.cli import run_or_exit
+
+    def action() -> None:
+        if api:
+            keys = _client(api).get("/api/v1/keys")["keys"]
+        else:
+            with _store(data, clickhouse) as store:
+                keys = [{"key_id": k.key_id, "project": k.project, "admin": k.admin, "name": k.name}
+                        for k in store.api_keys() if not k.revoked]  # fmt: skip
+        table = Table("key id", "project", "admin", "name")
+        for k in keys:
+            table.add_row(k["key_id"], k["project"], "yes" if k["admin"] else "", k["name"])
+        Console().print(table)
+
+    run_or_exit(action)
+
+
+@keys_app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (the part after alk_).")],
+    api: ApiOpt = None,
+    data: DataOpt = None,
+    clickhouse: ClickHouseOpt = None,
+) -> None:
+    """Revoke a key: it stops working within 30 s on every collector."""
+    from agentlat.collector.cli import run_or_exit
+
+    def action() -> None:
+        if api:
+            _client(api).delete(f"/api/v1/keys/{key_id}")
+        else:
+            with _store(data, clickhouse) as store:
+                record = next((k for k in store.api_keys() if k.key_id == key_id and not k.revoked), None)
+                if record is None:
+                    raise typer.BadParameter(f"no active key {key_id!r}")
+                store.save_key(record.revoke())
+        Console(stderr=True).print(f"Revoked key {key_id}.")
+
+    run_or_exit(action)
+
+
+def _client(api: str) -> Any:
+    from agentlat.collector.client import ApiClient
+
+    return ApiClient(api)
+
+
+class _store:
+    """The store named on the command line (or by the environment), closed afterwards."""
+
+    def __init__(self, data: Path | None, clickhouse: str | None) -> None:
+        self.data, self.clickhouse = data, clickhouse
+
+    def __enter__(self) -> Any:
+        from agentlat.collector.config import Settings
+        from agentlat.store import open_store
+
+        settings = Settings.from_env(data_dir=self.data, clickhouse_url=self.clickhouse)
+        self.store = open_store(settings.data_dir, settings.clickhouse_url, settings.ttl_days)
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
