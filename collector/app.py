@@ -8,19 +8,23 @@ only place that also mounts routes of the alerts package.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from agentlat import __version__
+from agentlat.alerts import api as budgets_api
 from agentlat.collector import api, keys_api, receiver
 from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
 from agentlat.collector.config import Settings
+from agentlat.collector.grpc_receiver import start_grpc_server
+from agentlat.collector.ingest import Ingestor
+from agentlat.collector.metrics import CONTENT_TYPE, CollectorMetrics
 from agentlat.collector.otlp import Limits
 from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.rollups import RollupScheduler, minutes_of
@@ -79,8 +83,15 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         assembler.recover()
         assembler.start()
         rollups.start()
+        grpc_server = None
+        if settings.grpc_port:
+            grpc_server = start_grpc_server(
+                settings.host, settings.grpc_port, app.state.ingestor, authenticator, settings.max_body_bytes
+            )
         log.info("store: %s; write-ahead log: %s", store.description, settings.resolved_wal_dir)
         yield
+        if grpc_server is not None:
+            grpc_server.stop(grace=5).wait()
         pipeline.stop()
         assembler.stop()
         rollups.stop()
@@ -96,11 +107,15 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.pipeline = pipeline
     app.state.assembler = assembler
     app.state.rollups = rollups
-    config = receiver.ReceiverConfig(settings.max_body_bytes, Limits())
-    app.include_router(receiver.make_router(pipeline, config, project_of))
+    metrics = CollectorMetrics(pipeline, assembler, rollups)
+    ingestor = Ingestor(pipeline, Limits(), metrics)
+    app.state.ingestor = ingestor
+    app.include_router(receiver.make_router(ingestor, settings.max_body_bytes, project_of))
     app.include_router(api.make_router(store, project_of))
+    app.include_router(budgets_api.make_router(store, settings.budgets_path, project_of))
     app.include_router(keys_api.make_router(authenticator, caller_of))
     _add_health(app, store, pipeline)
+    _add_metrics(app, metrics, authenticator, caller_of)
     _add_error_handlers(app)
     return app
 
@@ -125,6 +140,16 @@ def _add_health(app: FastAPI, store: Store, pipeline: IngestPipeline) -> None:
             "pending_bytes": pipeline.pending_bytes,
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
+
+
+def _add_metrics(
+    app: FastAPI, metrics: CollectorMetrics, authenticator: Authenticator, caller_of: Callable[[Request], Caller]
+) -> None:
+    @app.get("/metrics", tags=["health"], summary="the collector's own metrics (Prometheus text format)")
+    async def prometheus(request: Request) -> Response:
+        if authenticator.keys is not None and not caller_of(request).admin:
+            raise HTTPException(403, "metrics need an admin key")
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,9 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from agentlat import __version__
+from agentlat.alerts.cli import budget_app
 from agentlat.collector.keys_cli import keys_app
+from agentlat.dashboard.cli import dashboard
 from agentlat.errors import AgentlatError
 
 console = Console(stderr=True)
@@ -61,21 +64,32 @@ def setup_logging(level: str) -> None:
 def serve(
     host: HostOpt = None,
     port: PortOpt = None,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option("--grpc-port", help="OTLP/gRPC port, 0 for none (env AGENTLAT_GRPC_PORT, default 4317)."),
+    ] = None,
     data: DataOpt = None,
     clickhouse: ClickHouseOpt = None,
     require_keys: Annotated[
         bool, typer.Option("--require-keys", help="Require API keys even on loopback (always required beyond it).")
     ] = False,
+    budgets: Annotated[
+        Path | None,
+        typer.Option("--budgets", help="Budgets file served, evaluated, at /api/v1/budgets (env AGENTLAT_BUDGETS)."),
+    ] = None,
     log_level: LogOpt = "info",
 ) -> None:
     """Run the collector: OTLP/HTTP on /v1/traces and the query API on /api/v1."""
     from agentlat.collector.server import run_server
 
+    if budgets is not None:  # the option outranks the variable; run_server reads settings from the environment
+        os.environ["AGENTLAT_BUDGETS"] = str(budgets)
     setup_logging(log_level)
     _run(
         lambda: run_server(
             host=host,
             port=port,
+            grpc_port=grpc_port,
             data_dir=data,
             clickhouse_url=clickhouse,
             require_keys=require_keys,
@@ -89,13 +103,23 @@ def serve(
 def up(
     port: PortOpt = None,
     data: DataOpt = None,
+    dashboard_port: Annotated[
+        int, typer.Option("--dashboard-port", help="Dashboard port on 127.0.0.1 (0: no dashboard).")
+    ] = 8501,
     log_level: LogOpt = "info",
 ) -> None:
-    """Bring up the whole product on the embedded store and print where to look."""
+    """Bring up the whole product on the embedded store (collector and dashboard) and print where to look."""
+    from agentlat.collector.config import Settings
     from agentlat.collector.server import run_server
+    from agentlat.dashboard.cli import beside
+
+    def serve_with_dashboard() -> None:
+        settings = Settings.from_env(port=port, data_dir=data)
+        with beside(dashboard_port, f"http://127.0.0.1:{settings.port}", console):
+            run_server(port=port, data_dir=data, log_level=log_level, console=console)
 
     setup_logging(log_level)
-    _run(lambda: run_server(port=port, data_dir=data, log_level=log_level, console=console))
+    _run(serve_with_dashboard)
 
 
 ApiOpt = Annotated[str, typer.Option("--api", help="agentlat server URL (env AGENTLAT_API).", envvar="AGENTLAT_API")]
@@ -136,6 +160,9 @@ def _print_advice(body: dict, as_json: bool) -> None:
     Console().print(table)
 
 
+app.command()(dashboard)
+
+
 @app.command()
 def version() -> None:
     """Print the agentlat version."""
@@ -155,6 +182,7 @@ _run = run_or_exit
 
 
 app.add_typer(keys_app, name="keys")
+app.add_typer(budget_app, name="budget", help="Latency budgets as code: init a budgets file, check live data in CI.")
 
 
 def main() -> None:

@@ -77,6 +77,11 @@ class IngestPipeline:
         self._stopping = threading.Event()
         self._writer: threading.Thread | None = None
         self._listeners: list[Callable[[pa.Table], None]] = []
+        self._observe_insert: Callable[[float], None] = lambda seconds: None
+
+    def on_insert_timing(self, observe: Callable[[float], None]) -> None:
+        """Call ``observe(seconds)`` with the duration of each successful store write."""
+        self._observe_insert = observe
 
     def on_written(self, listener: Callable[[pa.Table], None]) -> None:
         """Call ``listener(batch)`` after each batch reaches the store (trace assembly, rollups)."""
@@ -177,6 +182,7 @@ class IngestPipeline:
             self.stats.inserts += 1
             self.stats.spans_written += table.num_rows
             self.stats.last_insert_seconds = time.perf_counter() - started
+            self._observe_insert(self.stats.last_insert_seconds)
             self._notify(table)
             return True
 

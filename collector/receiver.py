@@ -10,10 +10,8 @@ Retry-After when the store is too far behind.
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
@@ -25,15 +23,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.collector.auth import AuthError
-from agentlat.collector.otlp import (
-    DecodedBatch,
-    Limits,
-    OtlpDecodeError,
-    parse_json,
-    parse_protobuf,
-    to_batch,
-)
-from agentlat.collector.pipeline import Backpressure, IngestPipeline
+from agentlat.collector.ingest import Ingestor, LogUnavailable
+from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, parse_json, parse_protobuf
+from agentlat.collector.pipeline import Backpressure
 
 log = logging.getLogger("agentlat.collector")
 
@@ -47,37 +39,36 @@ class RejectedRequest(Exception):
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
 
-@dataclass(frozen=True, slots=True)
-class ReceiverConfig:
-    max_body_bytes: int
-    limits: Limits
-
-
-def make_router(pipeline: IngestPipeline, config: ReceiverConfig, project_of: Callable[[Request], str]) -> APIRouter:
+def make_router(ingestor: Ingestor, max_body_bytes: int, project_of: Callable[[Request], str]) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
     async def export_traces(request: Request) -> Response:
-        media = _media_type(request)
-        try:
-            if media is None:
-                raise RejectedRequest(
-                    415,
-                    code_pb2.INVALID_ARGUMENT,
-                    f"unsupported Content-Type {request.headers.get('content-type')!r}; send {PROTOBUF} or {JSON}",
-                )
-            project = _project(project_of, request)
-            body = await _read_body(request, config.max_body_bytes)
-            decoded = await run_in_threadpool(_decode, body, media, project, config.limits)
-            if decoded.accepted:
-                await run_in_threadpool(_submit, pipeline, decoded)
-            if decoded.rejected:
-                log.info("rejected %d spans: %s", decoded.rejected, decoded.error_message())
-            return _success(media, decoded)
-        except RejectedRequest as rejected:
-            return _failure(media or JSON, rejected)
+        response = await _export(request, ingestor, max_body_bytes, project_of)
+        ingestor.metrics.requests.labels("http", str(response.status_code)).inc()
+        return response
 
     return router
+
+
+async def _export(
+    request: Request, ingestor: Ingestor, max_body_bytes: int, project_of: Callable[[Request], str]
+) -> Response:
+    media = _media_type(request)
+    try:
+        if media is None:
+            raise RejectedRequest(
+                415,
+                code_pb2.INVALID_ARGUMENT,
+                f"unsupported Content-Type {request.headers.get('content-type')!r}; send {PROTOBUF} or {JSON}",
+            )
+        project = _project(project_of, request)
+        body = await _read_body(request, max_body_bytes)
+        message = await run_in_threadpool(_parse, body, media)
+        decoded = await run_in_threadpool(_accept, ingestor, message, project)
+        return _success(media, decoded)
+    except RejectedRequest as rejected:
+        return _failure(media or JSON, rejected)
 
 
 _AUTH_CODES = {401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED, 429: code_pb2.RESOURCE_EXHAUSTED}
@@ -138,29 +129,23 @@ def _too_large(limit: int, after_decompression: bool = False) -> RejectedRequest
     )
 
 
-def _decode(body: bytes, media: str, project: str, limits: Limits) -> DecodedBatch:
+def _parse(body: bytes, media: str) -> ExportTraceServiceRequest:
     if not body.strip():
-        request = ExportTraceServiceRequest()
-    else:
-        try:
-            request = parse_protobuf(body) if media == PROTOBUF else parse_json(body)
-        except OtlpDecodeError as exc:
-            raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, str(exc)) from None
-    return to_batch(request, project, time.time_ns(), limits)
-
-
-def _submit(pipeline: IngestPipeline, decoded: DecodedBatch) -> None:
+        return ExportTraceServiceRequest()
     try:
-        pipeline.submit(decoded.batch)
+        return parse_protobuf(body) if media == PROTOBUF else parse_json(body)
+    except OtlpDecodeError as exc:
+        raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, str(exc)) from None
+
+
+def _accept(ingestor: Ingestor, message: ExportTraceServiceRequest, project: str) -> DecodedBatch:
+    try:
+        return ingestor.accept(message, project, "http")
     except Backpressure as exc:
         raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
-    except OSError as exc:
-        log.error("cannot write the write-ahead log: %s", exc)
+    except LogUnavailable:
         raise RejectedRequest(
-            503,
-            code_pb2.UNAVAILABLE,
-            "the collector cannot write its log; retry later",
-            retry_after=10,
+            503, code_pb2.UNAVAILABLE, "the collector cannot write its log; retry later", retry_after=10
         ) from None
 
 

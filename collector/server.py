@@ -15,6 +15,7 @@ def run_server(
     *,
     host: str | None = None,
     port: int | None = None,
+    grpc_port: int | None = None,
     data_dir: Path | None = None,
     clickhouse_url: str | None = None,
     require_keys: bool = False,
@@ -22,15 +23,24 @@ def run_server(
     console: Console,
 ) -> None:
     settings = Settings.from_env(
-        host=host, port=port, data_dir=data_dir, clickhouse_url=clickhouse_url, require_keys=require_keys or None
+        host=host,
+        port=port,
+        grpc_port=grpc_port,
+        data_dir=data_dir,
+        clickhouse_url=clickhouse_url,
+        require_keys=require_keys or None,
     )
     app = create_app(settings)
     base = f"http://{settings.host}:{settings.port}"
+    grpc = f"{settings.host}:{settings.grpc_port}" if settings.grpc_port else "off"
+    keys = "required" if settings.keys_required else "off (loopback only)"
     console.print(
         f"[bold green]agentlat[/] collector on [bold]{base}[/]\n"
         f"  OTLP/HTTP  {base}/v1/traces  (set OTEL_EXPORTER_OTLP_ENDPOINT={base})\n"
+        f"  OTLP/gRPC  {grpc}\n"
         f"  query API  {base}/api/v1  (docs: {base}/docs)\n"
+        f"  metrics    {base}/metrics\n"
         f"  store      {app.state.store.description}\n"
-        f"  API keys   {'required' if settings.keys_required else 'off (loopback only)'}"
+        f"  API keys   {keys}"
     )
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, log_config=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -43,15 +45,23 @@ class ServerProcess:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"server-{self.port}.log"
-        self.env = {**os.environ, **(extra_env or {})}
+        self.env = {**os.environ, "AGENTLAT_GRPC_PORT": "0", **(extra_env or {})}
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
-        cmd = [AGENTLAT, "serve", "--port", str(self.port), "--data", str(self.workdir / "data")]
+        cmd = [AGENTLAT, "serve", "--port", str(self.port), *self.store_args()]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(cmd, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         wait_for(self._ready, timeout=timeout, interval=0.1)
         return self
+
+    def store_args(self) -> list[str]:
+        """``--data`` in the workdir; with AGENTLAT_CLICKHOUSE_URL set, a database of this workdir on that server."""
+        url = self.env.get("AGENTLAT_CLICKHOUSE_URL")
+        if not url:
+            return ["--data", str(self.workdir / "data")]
+        database = "agentlat_test_" + hashlib.sha1(str(self.workdir.resolve()).encode()).hexdigest()[:12]
+        return ["--clickhouse", urlsplit(url)._replace(path=f"/{database}").geturl()]
 
     def _ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:

@@ -1,0 +1,66 @@
+"""The collector's own metrics, in Prometheus text format on ``/metrics``.
+
+Counters are kept where things happen (the receivers); state (log depth, spans written,
+traces waiting) is read from the pipeline, assembler and rollup scheduler at scrape time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from agentlat.collector.assembler import TraceAssembler
+from agentlat.collector.pipeline import IngestPipeline
+from agentlat.collector.rollups import RollupScheduler
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class CollectorMetrics:
+    def __init__(self, pipeline: IngestPipeline, assembler: TraceAssembler, rollups: RollupScheduler) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "agentlat_otlp_requests", "OTLP export requests by protocol and answer", ["protocol", "status"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.spans_received = Counter(
+            "agentlat_spans_received", "Spans decoded from OTLP requests", ["protocol"], registry=self.registry
+        )
+        self.spans_rejected = Counter(
+            "agentlat_spans_rejected", "Spans not accepted, by reason", ["reason"], registry=self.registry
+        )
+        self.store_write_seconds = Histogram(
+            "agentlat_store_write_seconds", "Time to write one batch to the store",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
+        )  # fmt: skip
+        self.registry.register(_StateCollector(pipeline, assembler, rollups))
+        pipeline.on_insert_timing(self.store_write_seconds.observe)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StateCollector(Collector):
+    def __init__(self, pipeline: IngestPipeline, assembler: TraceAssembler, rollups: RollupScheduler) -> None:
+        self.pipeline, self.assembler, self.rollups = pipeline, assembler, rollups
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.pipeline.stats
+        yield CounterMetricFamily("agentlat_spans_written", "Spans written to the store", value=stats.spans_written)
+        yield CounterMetricFamily(
+            "agentlat_store_write_errors", "Failed store writes (retried)", value=stats.store_errors
+        )
+        yield GaugeMetricFamily(
+            "agentlat_wal_pending_bytes", "Logged bytes not yet in the store", value=self.pipeline.pending_bytes
+        )
+        yield GaugeMetricFamily(
+            "agentlat_store_available", "1 while the store accepts writes", value=int(self.pipeline.store_available)
+        )
+        yield GaugeMetricFamily(
+            "agentlat_traces_pending", "Traces waiting for analysis", value=self.assembler.pending()
+        )
+        yield CounterMetricFamily("agentlat_traces_analysed", "Trace analyses written", value=self.assembler.analysed)
+        yield CounterMetricFamily("agentlat_rollup_minutes", "Minutes (re)rolled up", value=self.rollups.rolled)

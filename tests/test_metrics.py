@@ -1,0 +1,44 @@
+"""/metrics counts what the collector received, rejected and wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.otlp_payloads import SpanSpec, otlp_protobuf
+from tests.servers import ServerProcess, wait_for
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def scrape(server: ServerProcess) -> dict[tuple[str, tuple], float]:
+    samples = {}
+    for family in text_string_to_metric_families(server.get("/metrics").text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def test_metrics_count_received_rejected_and_written(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path).start()
+    try:
+        good = [SpanSpec(f"s{i}") for i in range(7)]
+        bad = [SpanSpec("bad", trace_id="00" * 16), SpanSpec("bad2", span_id="00" * 8)]
+        post = lambda body, headers=PROTOBUF: httpx.post(f"{server.url}/v1/traces", content=body, headers=headers)  # noqa: E731
+        assert post(otlp_protobuf(good + bad)).status_code == 200
+        assert post(b"\xff garbage").status_code == 400
+        assert post(b"x", {"Content-Type": "text/plain"}).status_code == 415
+        m = wait_for(lambda: (s := scrape(server))[("agentlat_spans_written_total", ())] >= 7 and s)
+        assert m[("agentlat_spans_received_total", (("protocol", "http"),))] == 9
+        assert m[("agentlat_spans_rejected_total", (("reason", "invalid_span"),))] == 2
+        assert m[("agentlat_spans_written_total", ())] == 7
+        assert m[("agentlat_otlp_requests_total", (("protocol", "http"), ("status", "200")))] == 1
+        assert m[("agentlat_otlp_requests_total", (("protocol", "http"), ("status", "400")))] == 1
+        assert m[("agentlat_otlp_requests_total", (("protocol", "http"), ("status", "415")))] == 1
+        assert m[("agentlat_store_write_seconds_count", ())] >= 1
+        assert m[("agentlat_wal_pending_bytes", ())] == 0
+        assert m[("agentlat_store_available", ())] == 1
+    finally:
+        server.stop()
