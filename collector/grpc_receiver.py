@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 
 from agentlat.collector.auth import Authenticator, AuthError
 from agentlat.collector.ingest import Ingestor, LogUnavailable
+from agentlat.collector.otlp import TooManySpans
 from agentlat.collector.pipeline import Backpressure
 
 log = logging.getLogger("agentlat.collector")
@@ -41,6 +42,9 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             code = code_pb2.Code.Name(refusal.status.code)
             self.ingestor.metrics.requests.labels("grpc", code).inc()
             context.abort_with_status(rpc_status.to_status(refusal.status))
+        except TooManySpans as exc:
+            self.ingestor.metrics.requests.labels("grpc", "RESOURCE_EXHAUSTED").inc()
+            context.abort_with_status(rpc_status.to_status(_status(code_pb2.RESOURCE_EXHAUSTED, str(exc))))
         except (Backpressure, LogUnavailable) as exc:
             retry = exc.retry_after if isinstance(exc, Backpressure) else 10
             self.ingestor.metrics.requests.labels("grpc", "UNAVAILABLE").inc()

@@ -24,7 +24,7 @@ class Ingestor:
         self.pipeline, self.limits, self.metrics = pipeline, limits, metrics
 
     def accept(self, request: ExportTraceServiceRequest, project: str, protocol: str) -> DecodedBatch:
-        """Decode and log; raise Backpressure or LogUnavailable when nothing could be kept."""
+        """Decode and log; raise TooManySpans, Backpressure or LogUnavailable when nothing was kept."""
         decoded = to_batch(request, project, time.time_ns(), self.limits)
         self.metrics.spans_received.labels(protocol).inc(decoded.accepted + decoded.rejected)
         if decoded.rejected:

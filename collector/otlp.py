@@ -35,10 +35,19 @@ class OtlpDecodeError(ValueError):
     """The payload is not a decodable ExportTraceServiceRequest."""
 
 
+class TooManySpans(ValueError):
+    """A request carries more spans than the collector takes at once."""
+
+
+def count_spans(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Per-span limits. Values past them are kept truncated and flagged, not rejected."""
 
+    max_spans: int = 100_000  # per request
     max_attributes: int = 256
     max_value_chars: int = 16_384
     max_events: int = 1_024
@@ -166,12 +175,18 @@ class _Columns:
 def _attributes(pairs: Any, limits: Limits, flags: list[str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     typed: dict[str, Any] = {}
     text: list[tuple[str, str]] = []
-    for index, kv in enumerate(pairs):
-        if index >= limits.max_attributes:
-            flags.append("attributes_dropped")
-            break
-        value = any_value(kv.value)
-        rendered = as_text(value)
+    if len(pairs) > limits.max_attributes:
+        flags.append("attributes_dropped")
+        pairs = pairs[: limits.max_attributes]
+    for kv in pairs:
+        any_ = kv.value
+        kind = any_.WhichOneof("value")
+        # Strings are most attributes: skip the generic conversion for them (hot path).
+        if kind == "string_value":
+            value = rendered = any_.string_value
+        else:
+            value = any_value(any_)
+            rendered = as_text(value)
         if len(rendered) > limits.max_value_chars:
             rendered = rendered[: limits.max_value_chars]
             flags.append(f"truncated:{kv.key}")
@@ -213,6 +228,11 @@ def _time_flags(start: int, end: int, received_ns: int, limits: Limits) -> list[
 
 
 def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits) -> DecodedBatch:
+    spans = count_spans(request)
+    if spans > limits.max_spans:
+        raise TooManySpans(
+            f"{spans} spans in one request; the limit is {limits.max_spans}: lower OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+        )
     cols = _Columns()
     d = cols.data
     rejected = 0

@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agentlat.collector.auth import AuthError
 from agentlat.collector.ingest import Ingestor, LogUnavailable
-from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, parse_json, parse_protobuf
+from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans, parse_json, parse_protobuf
 from agentlat.collector.pipeline import Backpressure
 
 log = logging.getLogger("agentlat.collector")
@@ -143,6 +143,8 @@ def _accept(ingestor: Ingestor, message: ExportTraceServiceRequest, project: str
         return ingestor.accept(message, project, "http")
     except Backpressure as exc:
         raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
+    except TooManySpans as exc:
+        raise RejectedRequest(413, code_pb2.RESOURCE_EXHAUSTED, str(exc)) from None
     except LogUnavailable:
         raise RejectedRequest(
             503, code_pb2.UNAVAILABLE, "the collector cannot write its log; retry later", retry_after=10

@@ -820,3 +820,12 @@ def test_bad_genai_attribute_is_flagged_and_the_span_kept() -> None:
 
     assert (row["Role"], row["InputTokens"]) == ("model", None)
     assert row["IngestFlags"] == ["bad_attribute:gen_ai.usage.input_tokens"]
+
+
+def test_too_many_spans_in_one_request_is_refused_whole() -> None:
+    from agentlat.collector.otlp import TooManySpans
+
+    request = pb_request(*(pb_span(f"s{i}") for i in range(4)))
+    with pytest.raises(TooManySpans, match="4 spans in one request; the limit is 3"):
+        to_batch(request, "p", RECEIVED, Limits(max_spans=3))
+    assert to_batch(request, "p", RECEIVED, Limits(max_spans=4)).accepted == 4

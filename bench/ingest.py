@@ -1,0 +1,204 @@
+"""Ingest throughput: pre-encoded OTLP/protobuf requests posted concurrently from separate
+processes to a real ``agentlat serve``.
+
+Each request holds 1,000 realistic GenAI spans (10 per trace: an agent run, 4 model calls,
+5 tool calls, ~12 attributes each). Reports acknowledged (= durable, in the write-ahead
+log) spans/s, stored spans/s, request latency p50/p99, the server's CPU seconds and peak
+RSS, and whether trace analysis kept up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from agentlat.stream_stats import percentile
+from tests.otlp_payloads import MS, SpanSpec, otlp_protobuf
+from tests.servers import ServerProcess, free_port
+
+SPANS_PER_REQUEST = 1000
+ROUTES = ["/chat", "/search", "/code", "/rag"]
+MODELS = ["gpt-4o", "claude-sonnet", "llama-70b"]
+TOOLS = ["search", "fetch", "sql", "calc", "browse"]
+
+
+def trace_spans(rng: random.Random, base_ns: int) -> list[SpanSpec]:
+    """One agent trace of 10 spans with realistic attributes and timings."""
+    root = SpanSpec(
+        "invoke_agent support",
+        start_ns=base_ns,
+        duration_ns=rng.randint(800, 6000) * MS,
+        service=f"svc-{rng.randint(1, 5)}",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "support",
+            "agentlat.route": rng.choice(ROUTES),
+            "gen_ai.conversation.id": f"c{rng.randint(1, 10**6)}",
+        },
+    )
+    spans, t = [root], base_ns
+    for i in range(9):
+        start, duration = t + rng.randint(1, 20) * MS, rng.randint(20, 600) * MS
+        if i % 2 == 0:
+            attrs = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": rng.choice(MODELS),
+                "gen_ai.request.stream": True,
+                "gen_ai.response.time_to_first_chunk": rng.uniform(0.05, 1.5),
+                "gen_ai.usage.input_tokens": rng.randint(200, 20000),
+                "gen_ai.usage.output_tokens": rng.randint(10, 900),
+                "gen_ai.usage.cache_read.input_tokens": rng.randint(0, 10000),
+                "agentlat.itl.mean": rng.uniform(0.01, 0.05),
+                "agentlat.decode.duration": rng.uniform(0.1, 3),
+                "agentlat.route": root.attributes["agentlat.route"],
+                "agentlat.stream.chunks": rng.randint(5, 400),
+            }
+            name = f"chat {attrs['gen_ai.request.model']}"
+        else:
+            tool = rng.choice(TOOLS)
+            attrs = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.id": f"call_{rng.randint(1, 10**9)}",
+                "agentlat.route": root.attributes["agentlat.route"],
+                "http.method": "GET",
+                "http.status_code": 200,
+                "server.address": "tools.internal",
+                "tool.args.size": rng.randint(10, 2000),
+                "tool.result.size": rng.randint(10, 20000),
+                "retry.count": 0,
+                "cache.hit": False,
+            }
+            name = f"execute_tool {tool}"
+        spans.append(
+            SpanSpec(
+                name,
+                trace_id=root.trace_id,
+                parent_span_id=root.span_id,
+                start_ns=start,
+                duration_ns=duration,
+                service=root.service,
+                attributes=attrs,
+            )
+        )
+        t = start + duration
+    return spans  # fmt: skip
+
+
+def build_requests(count: int, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed)
+    now = time.time_ns() - 3600 * 1_000_000_000
+    payloads = []
+    for _ in range(count):
+        spans: list[SpanSpec] = []
+        while len(spans) < SPANS_PER_REQUEST:
+            spans += trace_spans(rng, now + rng.randint(0, 3000) * 1_000_000_000)
+        payloads.append(otlp_protobuf(spans[:SPANS_PER_REQUEST]))
+    return payloads
+
+
+def _post_all(url: str, payloads: list[bytes], results: mp.Queue) -> None:
+    latencies, acked = [], 0
+    with httpx.Client(timeout=60) as client:
+        for body in payloads:
+            started = time.perf_counter()
+            response = client.post(url, content=body, headers={"Content-Type": "application/x-protobuf"})
+            latencies.append(time.perf_counter() - started)
+            acked += SPANS_PER_REQUEST if response.status_code == 200 else 0
+    results.put((acked, latencies))
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run(requests: int = 200, clients: int = 4) -> list[tuple[str, float, str, str]]:
+    payloads = build_requests(requests)
+    workdir = Path(tempfile.mkdtemp(prefix="agentlat-bench-"))
+    server = ServerProcess(workdir, port=free_port(), extra_env={"AGENTLAT_LOG_LEVEL": "warning"}).start()
+    try:
+        pid = server.process.pid
+        cpu_before = _cpu_seconds(pid)
+        results: mp.Queue = mp.Queue()
+        shares = [payloads[i::clients] for i in range(clients)]
+        workers = [mp.Process(target=_post_all, args=(f"{server.url}/v1/traces", s, results)) for s in shares]
+        started = time.perf_counter()
+        for w in workers:
+            w.start()
+        outcomes = [results.get() for _ in workers]
+        acked_seconds = time.perf_counter() - started
+        for w in workers:
+            w.join()
+        acked = sum(a for a, _ in outcomes)
+        stored = _wait_stored(server, acked)
+        stored_seconds = time.perf_counter() - started
+        traces_expected = acked // 10
+        analysed, analysis_seconds = _wait_analysed(server, traces_expected, started)
+        cpu = _cpu_seconds(pid) - cpu_before
+        latencies = sorted(x for _, lat in outcomes for x in lat)
+        return [
+            ("ingest: acknowledged (durable) spans/s", acked / acked_seconds, "spans/s", "target ≥ 100,000"),
+            ("ingest: stored spans/s", stored / stored_seconds, "spans/s", f"{stored} of {acked} stored"),
+            ("ingest: request latency p50", percentile(latencies, 0.5) * 1000, "ms", f"{SPANS_PER_REQUEST} spans/request"),
+            ("ingest: request latency p99", percentile(latencies, 0.99) * 1000, "ms", ""),
+            ("ingest: server CPU per 100k spans", cpu / max(acked, 1) * 100_000, "CPU s", "2 cores available"),
+            ("ingest: server peak RSS", _peak_rss_mb(pid), "MiB", ""),
+            ("ingest: traces analysed", analysed, "traces", f"of {traces_expected}, done {analysis_seconds:.1f} s after start"),
+        ]  # fmt: skip
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _count(server: ServerProcess, path: str) -> float:
+    text = server.get("/metrics").text
+    for line in text.splitlines():
+        if line.startswith(path + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _wait_stored(server: ServerProcess, expected: int, timeout: float = 600) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        written = int(_count(server, "agentlat_spans_written_total"))
+        if written >= expected:
+            return written
+        time.sleep(0.2)
+    return int(_count(server, "agentlat_spans_written_total"))
+
+
+def _wait_analysed(server: ServerProcess, expected: int, started: float, timeout: float = 600) -> tuple[int, float]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        analysed = int(_count(server, "agentlat_traces_analysed_total"))
+        if analysed >= expected and _count(server, "agentlat_traces_pending") == 0:
+            return analysed, time.perf_counter() - started
+        time.sleep(0.5)
+    return int(_count(server, "agentlat_traces_analysed_total")), time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+    for figure, value, unit, note in run(args.requests, args.clients):
+        print(f"{figure:<42} {value:>12,.1f} {unit:<8} {note}")
