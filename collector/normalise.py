@@ -6,6 +6,12 @@ turning its latency, token and prefetch facts into the ``DERIVED_NAMES`` columns
 every duration in milliseconds. Each dialect is one declarative ``Dialect`` table; adding
 a dialect is adding a table.
 
+The tables are compiled once, at import, into the form the hot path wants (``derive`` runs
+once per ingested span): marker attributes into one rank map, so detection is a set
+intersection; source lists into per-attribute dispatch (attribute -> its reads, each with
+a priority and a ready converter), so a span's attributes are visited once instead of
+every attribute any table names being looked up.
+
 Pure: no I/O, no logging, and ``derive`` never raises. An attribute of the wrong type is
 skipped and reported as a flag (``bad_attribute:<name>``); the span is still stored.
 Imports nothing from agentlat but ``semconv`` and ``store.schema``.
@@ -16,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from agentlat import semconv as sc
@@ -30,14 +36,19 @@ Converter = Callable[[object], object]
 Sources = Mapping[str, str | tuple[str, ...]]  # column -> attribute(s), preferred first
 
 _BAD = object()  # converter verdict: present but unusable
+_INF = math.inf
 _NS_PER_MS = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SPAN_NAME = "@span.name"  # virtual attribute: the span name, for name fallbacks
 _NAME = "@name"  # kind key meaning "look the role up by span name"
 _ENTITY = "@entity"  # virtual column: Tool on tool spans, Agent on agent spans
+_DEFAULTS = {column: DERIVED_DEFAULTS[column] for column in DERIVED_NAMES}  # in column order
+_FIRST = -1  # priority of a column written before any source is read
+_OTHER = sc.ROLE_OTHER
 
 
 # --- converters: value -> converted | None (absent) | _BAD ------------------------------
+# Durations and counts first try the exact type instrumentations send (same verdict).
 
 
 def _number(value: object) -> float | None:
@@ -53,14 +64,19 @@ def _number(value: object) -> float | None:
 
 def _scaled(factor: float) -> Converter:
     def convert(value: object) -> object:
-        scaled = None if (number := _number(value)) is None else number * factor
-        return scaled if scaled is not None and math.isfinite(scaled) else _BAD
+        number = value if type(value) is float and 0 <= value < _INF else _number(value)
+        if number is None:
+            return _BAD
+        scaled = number * factor  # finite and non-negative, unless it overflowed
+        return scaled if scaled < _INF else _BAD
 
     return convert
 
 
 def _counter(limit: int) -> Converter:
     def convert(value: object) -> object:
+        if type(value) is int:
+            return value if 0 <= value <= limit else _BAD
         if isinstance(value, str) and value.strip().isdecimal() and len(value.strip()) <= 20:
             value = int(value)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -127,14 +143,15 @@ def _converter(column: str, unit: str) -> Converter:
 # --- the span as seen by the tables, and the result being built -------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Span:
     name: str
     kind: str
     start: int | None  # unix ns, None when unusable
     end: int | None
-    attrs: Mapping[str, object]
+    attrs: Mapping[str, object]  # string keys only; JSON members joined in once the dialect is known
     events: tuple[tuple[str, int], ...]  # (name, unix ns); malformed entries dropped
+    keys: str  # "\n" + the attribute keys joined by "\n", for namespace tests
 
     @property
     def duration_ms(self) -> float | None:
@@ -142,25 +159,34 @@ class _Span:
             return None
         return (self.end - self.start) / _NS_PER_MS
 
+    def in_namespace(self, prefix: str) -> bool:
+        """Whether any attribute key starts with ``prefix``. One substring search of the joined
+        keys rules most spans out; a hit is confirmed key by key (a key may hold a newline)."""
+        return "\n" + prefix in self.keys and any(key.startswith(prefix) for key in self.attrs)
 
-@dataclass(slots=True)
+
 class _Out:
-    values: dict[str, object]
-    role: str = sc.ROLE_OTHER
-    filled: set[str] = field(default_factory=set)
-    flags: dict[str, None] = field(default_factory=dict)  # ordered, deduplicated
+    """The row being built. ``taken`` maps each written column to the priority of the source
+    read that wrote it (``_FIRST`` for anything written otherwise); "" is always taken, so
+    reads into it only validate."""
+
+    __slots__ = ("flags", "role", "taken", "values")
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = dict(_DEFAULTS)
+        self.role: str = _OTHER
+        self.taken: dict[str, int] = {"": _FIRST}
+        self.flags: dict[str, None] = {}  # ordered, deduplicated
 
     def put(self, column: str, value: object) -> None:
         """First writer wins: tables list preferred sources first."""
-        if column == _ENTITY:
-            column = {sc.ROLE_TOOL: "Tool", sc.ROLE_AGENT: "Agent"}.get(self.role, "")
-        if column and column not in self.filled:
+        if column not in self.taken:
             self.values[column] = value
-            self.filled.add(column)
+            self.taken[column] = _FIRST
 
     def put_ms(self, column: str, ms: float) -> None:
         """A duration computed here (not read): negative means skew or a bad event."""
-        if ms < 0 and column not in self.filled:
+        if ms < 0 and column not in self.taken:
             self.flag(f"negative_timing:{column}")
         elif ms >= 0:
             self.put(column, ms)
@@ -184,10 +210,17 @@ Extra = Callable[[_Span, _Out], None]
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    """How one instrumentation writes a span, as data; ``extra`` holds what data cannot."""
+    """How one instrumentation writes a span, as data; ``extra`` holds what data cannot.
+
+    Detected when any ``markers`` attribute is present, any attribute key starts with
+    ``key_prefix``, the span name starts with one of ``name_prefixes``, or ``detect`` says so;
+    the first dialect in ``DIALECTS`` order that matches wins."""
 
     name: str
-    detect: Callable[[_Span], bool]
+    markers: tuple[str, ...] = ()
+    key_prefix: str = ""
+    name_prefixes: tuple[str, ...] = ()
+    detect: Callable[[_Span], bool] | None = None  # what the three rules above cannot say
     kind_keys: tuple[str, ...] = ()  # attributes (or _NAME) whose value selects the role
     roles: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # "x*" is a prefix
     sources: Sources = field(default_factory=dict)
@@ -201,20 +234,13 @@ class Dialect:
         object.__setattr__(self, "roles", {k.lower(): r for k, r in self.roles.items()})
 
 
-def _has(*keys: str, key_prefix: str = "", name_prefixes: tuple[str, ...] = ()) -> Callable[[_Span], bool]:
-    """Detect a dialect by marker attributes, a marker namespace, or span-name prefixes."""
-
-    def detect(span: _Span) -> bool:
-        namespaced = bool(key_prefix) and any(key.startswith(key_prefix) for key in span.attrs)
-        return namespaced or span.name.startswith(name_prefixes) or any(key in span.attrs for key in keys)
-
-    return detect
-
-
 def _is_vllm(span: _Span) -> bool:
     """A Server span named llm_request, or one with vLLM phases and no GenAI operation."""
-    phases = _has(key_prefix="gen_ai.latency.")(span) and sc.GEN_AI_OPERATION_NAME not in span.attrs
-    return span.kind == "Server" and (span.name == "llm_request" or phases)
+    if span.kind != "Server":
+        return False
+    return span.name == "llm_request" or (
+        sc.GEN_AI_OPERATION_NAME not in span.attrs and span.in_namespace("gen_ai.latency.")
+    )
 
 
 def _within(prefix: str, *keys: str) -> tuple[str, ...]:
@@ -251,7 +277,7 @@ _SERVER_SOURCES: Sources = {
     "CacheReadTokens": sc.GEN_AI_USAGE_CACHED_TOKENS,
 }
 
-_MODEL, _TOOL, _AGENT, _OTHER = sc.ROLE_MODEL, sc.ROLE_TOOL, sc.ROLE_AGENT, sc.ROLE_OTHER
+_MODEL, _TOOL, _AGENT = sc.ROLE_MODEL, sc.ROLE_TOOL, sc.ROLE_AGENT
 _CHAT, _EMBED = (_MODEL, sc.OP_CHAT), (_MODEL, sc.OP_EMBEDDINGS)
 _COMPLETION = (_MODEL, sc.OP_TEXT_COMPLETION)
 _RUN_TOOL, _RUN_AGENT = (_TOOL, sc.OP_EXECUTE_TOOL), (_AGENT, sc.OP_INVOKE_AGENT)
@@ -273,7 +299,8 @@ _CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.compl
 
 def _chunk_events(span: _Span, out: _Out) -> None:
     """OpenLLMetry: TTFT, decode time and inter-token latency from completion chunk events."""
-    times = sorted(at for name, at in span.events if name in _CHUNK_EVENTS)
+    times = [at for name, at in span.events if name in _CHUNK_EVENTS]
+    times.sort()
     if times:
         out.put("Streaming", 1)
     if times and span.start is not None:
@@ -321,7 +348,7 @@ def _logfire_stream(span: _Span, out: _Out) -> None:
 DIALECTS: tuple[Dialect, ...] = (
     Dialect(
         name="openinference",
-        detect=_has("openinference.span.kind"),
+        markers=("openinference.span.kind",),
         kind_keys=("openinference.span.kind",),
         roles={"llm": _CHAT, "embedding": _EMBED, "tool": _RUN_TOOL, "agent": _RUN_AGENT},
         sources={
@@ -342,7 +369,7 @@ DIALECTS: tuple[Dialect, ...] = (
     ),
     Dialect(
         name="openllmetry",
-        detect=_has("traceloop.span.kind", "llm.request.type"),
+        markers=("traceloop.span.kind", "llm.request.type"),
         kind_keys=("llm.request.type", "traceloop.span.kind"),
         roles={
             **{"chat": _CHAT, "completion": _COMPLETION, "embedding": _EMBED, "tool": _RUN_TOOL},
@@ -357,7 +384,7 @@ DIALECTS: tuple[Dialect, ...] = (
     ),
     Dialect(
         name="langfuse",
-        detect=_has("langfuse.observation.type"),
+        markers=("langfuse.observation.type",),
         kind_keys=("langfuse.observation.type",),
         roles={"generation": _CHAT, "embedding": _EMBED, "tool": _RUN_TOOL, "agent": _RUN_AGENT},
         json_attrs=(_USAGE,),
@@ -375,7 +402,8 @@ DIALECTS: tuple[Dialect, ...] = (
     ),
     Dialect(
         name="vercel",
-        detect=_has("ai.operationId", name_prefixes=("ai.",)),
+        markers=("ai.operationId",),
+        name_prefixes=("ai.",),
         kind_keys=("ai.operationId", _NAME),
         roles={
             **dict.fromkeys(_within("ai", "generateText.doGenerate", "streamText.doStream"), _CHAT),
@@ -401,9 +429,8 @@ DIALECTS: tuple[Dialect, ...] = (
     ),
     Dialect(
         name="logfire",
-        detect=_has(
-            "logfire.msg_template", name_prefixes=("Chat Completion with ", "Message with ", "streaming response from ")
-        ),
+        markers=("logfire.msg_template",),
+        name_prefixes=("Chat Completion with ", "Message with ", "streaming response from "),
         kind_keys=("logfire.msg_template", _NAME),
         roles={"chat completion with *": _CHAT, "message with *": _CHAT, "completion with *": _COMPLETION}
         | {"embedding creation with *": _EMBED},
@@ -416,7 +443,7 @@ DIALECTS: tuple[Dialect, ...] = (
     ),
     Dialect(
         name="sglang",
-        detect=_has(key_prefix="sglang."),
+        key_prefix="sglang.",
         fixed={"Role": _MODEL, "IsServerSpan": 1},
         defaults={"Provider": "sglang"},
         sources={
@@ -435,7 +462,7 @@ DIALECTS: tuple[Dialect, ...] = (
     ),
     Dialect(
         name="genai",
-        detect=_has(sc.GEN_AI_OPERATION_NAME),
+        markers=(sc.GEN_AI_OPERATION_NAME,),
         kind_keys=(sc.GEN_AI_OPERATION_NAME,),
         roles={
             **{op: (_MODEL, op) for op in sc.MODEL_OPERATIONS},
@@ -462,7 +489,72 @@ DIALECTS: tuple[Dialect, ...] = (
         },
     ),
 )
-_UNKNOWN = Dialect(name="", detect=lambda span: True)
+
+
+# --- the tables compiled for the hot path ------------------------------------------------
+# A read is (priority, column, converter); priority is the source's position in the dialect's
+# sources then GENERIC_SOURCES, lower first. An @entity read on a span that is neither tool
+# nor agent gets column "", which is always taken: the value is still checked, never stored.
+_Read = tuple[int, str, Converter]
+_UNTAKEN = 1 << 30  # priority of a column nothing has written yet
+_ENTITY_COLUMN = {_TOOL: "Tool", _AGENT: "Agent"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    dialect: Dialect
+    reads: Mapping[str, Mapping[str, tuple[_Read, ...]]]  # @entity's column -> attribute -> reads
+    wildcards: tuple[tuple[str, tuple[str, str]], ...]  # (prefix, role) of "x*" roles, in order
+
+
+def _compile(dialect: Dialect) -> _Compiled:
+    """The dialect's sources, then GENERIC_SOURCES, as reads by attribute, once for each
+    column @entity can mean; an attribute listed twice gets two reads."""
+    tables = ((dialect.sources, dialect.unit), (GENERIC_SOURCES, "s"))
+    listed = [
+        (column, attr, _converter(column, unit))
+        for sources, unit in tables
+        for column, attrs in sources.items()
+        for attr in ((attrs,) if isinstance(attrs, str) else attrs)
+    ]
+    reads: dict[str, dict[str, tuple[_Read, ...]]] = {"Tool": {}, "Agent": {}, "": {}}
+    for entity, by_attr in reads.items():
+        for priority, (column, attr, convert) in enumerate(listed):
+            column = entity if column == _ENTITY else column
+            by_attr[attr] = (*by_attr.get(attr, ()), (priority, column, convert))
+    wildcards = tuple((key[:-1], role) for key, role in dialect.roles.items() if key[-1:] == "*")
+    return _Compiled(dialect, reads, wildcards)
+
+
+_COMPILED = tuple(_compile(dialect) for dialect in DIALECTS)
+_UNKNOWN = _compile(Dialect(name=""))
+_MARKER_RANK: dict[str, int] = {}  # marker attribute -> rank (index in DIALECTS) of its dialect
+for _rank, _dialect in reversed(tuple(enumerate(DIALECTS))):
+    _MARKER_RANK |= dict.fromkeys(_dialect.markers, _rank)
+# The dialects other rules can identify: (rank, name prefixes, key prefix, detect, compiled).
+_RULED = tuple(
+    (rank, c.dialect.name_prefixes, c.dialect.key_prefix, c.dialect.detect, c)
+    for rank, c in enumerate(_COMPILED)
+    if c.dialect.name_prefixes or c.dialect.key_prefix or c.dialect.detect
+)
+
+
+def _detect(span: _Span) -> _Compiled:
+    """The first dialect in ``DIALECTS`` order that matches. Markers are found with one set
+    intersection; only dialects ranked before the best marker hit try their other rules."""
+    first = len(_COMPILED)
+    for marker in _MARKER_RANK.keys() & span.attrs.keys():  # usually none or one
+        first = min(first, _MARKER_RANK[marker])
+    for rank, name_prefixes, key_prefix, detect, compiled in _RULED:
+        if rank >= first:
+            break
+        if (
+            span.name.startswith(name_prefixes)
+            or (key_prefix and span.in_namespace(key_prefix))
+            or (detect is not None and detect(span))
+        ):
+            return compiled
+    return _COMPILED[first] if first < len(_COMPILED) else _UNKNOWN
 
 
 # --- the derivation ----------------------------------------------------------------------
@@ -478,13 +570,13 @@ def derive(
 ) -> tuple[dict[str, object], list[str]]:
     """Return (derived, flags): derived has exactly the keys of DERIVED_NAMES; flags are
     short machine-readable strings such as 'bad_attribute:gen_ai.usage.input_tokens'."""
-    out = _Out(dict(DERIVED_DEFAULTS))
+    out = _Out()
     try:
         _derive(_span(name, kind, start_ns, end_ns, attributes, events, out), out)
     except Exception as exc:  # last resort: one odd span must never stop ingest
-        out = _Out(dict(DERIVED_DEFAULTS))
+        out = _Out()
         out.flag(f"normalise_error:{type(exc).__name__}")
-    return {key: out.values[key] for key in DERIVED_NAMES}, list(out.flags)
+    return out.values, list(out.flags)  # only known columns are ever written: the shape holds
 
 
 def _span(name: object, kind: object, start: object, end: object, attrs: object, events: object, out: _Out) -> _Span:
@@ -492,17 +584,32 @@ def _span(name: object, kind: object, start: object, end: object, attrs: object,
     start_ns, end_ns = _unix_ns(start), _unix_ns(end)
     if start_ns is None or end_ns is None or end_ns < start_ns:
         out.flag("bad_span_times")
-    if not isinstance(attrs, Mapping):
+    if type(attrs) is not dict and not isinstance(attrs, Mapping):
         out.flag("bad_attributes")
         attrs = {}
+    attrs, keys = _str_keyed(attrs)
     return _Span(
         name=name if isinstance(name, str) else "",
         kind=kind if isinstance(kind, str) else "",
         start=start_ns,
         end=end_ns,
-        attrs={key: value for key, value in attrs.items() if isinstance(key, str)},
-        events=_events(events, out),
+        attrs=attrs,
+        events=() if type(events) is list and not events else _events(events, out),
+        keys=keys,
     )
+
+
+def _str_keyed(attrs: Mapping[object, object]) -> tuple[Mapping[str, object], str]:
+    """The attributes with string keys only, and the keys joined for ``_Span.in_namespace``.
+    A dict (the decoder's output) is used as is, never copied or changed, when joining its
+    keys succeeds, which proves they are all strings."""
+    if type(attrs) is dict:
+        try:
+            return attrs, "\n" + "\n".join(attrs)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    clean = {key: value for key, value in attrs.items() if isinstance(key, str)}
+    return clean, "\n" + "\n".join(clean)
 
 
 def _unix_ns(value: object) -> int | None:
@@ -511,13 +618,20 @@ def _unix_ns(value: object) -> int | None:
 
 
 def _events(events: object, out: _Out) -> tuple[tuple[str, int], ...]:
-    if not isinstance(events, Sequence) or isinstance(events, str | bytes):
+    if type(events) is not list and (not isinstance(events, Sequence) or isinstance(events, str | bytes)):
         out.flag("bad_event")
         return ()
+    clean = [  # the usual case, all well formed; otherwise the loop below decides each one
+        (e[0], e[1])
+        for e in events
+        if type(e) is tuple and len(e) >= 2 and type(e[0]) is str and type(e[1]) is int and 0 <= e[1] < 2**64
+    ]
+    if len(clean) == len(events):
+        return tuple(clean)
     clean = []
     for event in events:
-        ok = isinstance(event, Sequence) and not isinstance(event, str | bytes) and len(event) >= 2
-        if ok and isinstance(event[0], str) and _unix_ns(event[1]) is not None:
+        ok = type(event) is tuple or (isinstance(event, Sequence) and not isinstance(event, str | bytes))
+        if ok and len(event) >= 2 and isinstance(event[0], str) and _unix_ns(event[1]) is not None:
             clean.append((event[0], event[1]))
         else:
             out.flag("bad_event")
@@ -525,38 +639,48 @@ def _events(events: object, out: _Out) -> tuple[tuple[str, int], ...]:
 
 
 def _derive(span: _Span, out: _Out) -> None:
-    dialect = next((d for d in DIALECTS if d.detect(span)), _UNKNOWN)
-    attrs = {**span.attrs, **_flatten(dialect.json_attrs, span.attrs, out), _SPAN_NAME: span.name}
-    span = replace(span, attrs=attrs)
-    for column, value in dialect.fixed.items():
+    compiled = _detect(span)
+    dialect = compiled.dialect
+    flat = _flatten(dialect.json_attrs, span.attrs, out) if dialect.json_attrs else {}
+    if flat or _SPAN_NAME in compiled.reads[""]:  # the attributes as the tables see them
+        span.attrs = {**span.attrs, **flat, _SPAN_NAME: span.name}
+    for column, value in dialect.fixed.items() if dialect.fixed else ():
         out.put(column, value)
-    out.role, operation = _role(dialect, span, out)
+    out.role, operation = _role(compiled, span, out)
     out.put("Role", out.role)
     out.put("Dialect", dialect.name)
     if operation:
         out.put("Operation", operation)
-    _read_sources(dialect.sources, dialect.unit, attrs, out)
-    _read_sources(GENERIC_SOURCES, "s", attrs, out)
+    _read_sources(compiled.reads[_ENTITY_COLUMN.get(out.role, "")], span, out)
     if dialect.extra is not None:
         dialect.extra(span, out)
-    for column, value in dialect.defaults.items():
+    for column, value in dialect.defaults.items() if dialect.defaults else ():
         out.put(column, value)
     ttft, duration = out.values["TtftMs"], span.duration_ms
     if isinstance(ttft, float) and duration is not None and ttft > duration + 1e-6:
         out.flag("ttft_exceeds_duration")
 
 
-def _read_sources(sources: Sources, unit: str, attrs: Mapping[str, object], out: _Out) -> None:
-    for column, names in sources.items():
-        convert = _converter(column, unit)
-        for name in (names,) if isinstance(names, str) else names:
-            value = out.read(attrs, name, convert)  # read all, so every bad one is flagged
-            if value is not None:
-                out.put(column, value)
+def _read_sources(reads: Mapping[str, tuple[_Read, ...]], span: _Span, out: _Out) -> None:
+    """Visit each attribute once and convert it for every read of it. As if every source
+    were read in priority order: each bad value is flagged, in that order, and each column
+    takes its best good value unless something else wrote it first."""
+    values, taken, bad = out.values, out.taken, []
+    for attr, value in span.attrs.items():
+        for priority, column, convert in reads.get(attr, ()):
+            converted = convert(value)
+            if converted is _BAD:
+                bad.append((priority, attr))
+            elif converted is not None and taken.get(column, _UNTAKEN) > priority:
+                values[column] = converted
+                taken[column] = priority
+    for _, attr in sorted(bad) if bad else ():
+        out.flag(f"bad_attribute:{attr}")
 
 
-def _role(dialect: Dialect, span: _Span, out: _Out) -> tuple[str, str]:
+def _role(compiled: _Compiled, span: _Span, out: _Out) -> tuple[str, str]:
     """The first kind key whose value the dialect's role table knows decides."""
+    dialect, roles = compiled.dialect, compiled.dialect.roles
     if "Role" in dialect.fixed:
         return str(dialect.fixed["Role"]), ""
     for key in dialect.kind_keys:
@@ -565,8 +689,7 @@ def _role(dialect: Dialect, span: _Span, out: _Out) -> tuple[str, str]:
             out.flag(f"bad_attribute:{key}")
             continue
         value = (raw or "").strip().lower()
-        wild = (r for k, r in dialect.roles.items() if k[-1:] == "*" and value.startswith(k[:-1]))
-        hit = dialect.roles.get(value) or next(wild, None)
+        hit = roles.get(value) or next((r for prefix, r in compiled.wildcards if value.startswith(prefix)), None)
         if value and hit:
             return hit
     return _OTHER, ""

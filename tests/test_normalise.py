@@ -1028,3 +1028,78 @@ def test_garbage_never_raises() -> None:
         assert all(isinstance(flag, str) and flag for flag in flags)
         # the last-resort guard inside derive() must never be what saved us
         assert not any(flag.startswith("normalise_error") for flag in flags), (span, flags)
+
+
+# --- the compiled tables read exactly as the declarative tables say ------------------------
+
+
+def test_bad_values_are_flagged_in_table_order_whatever_the_attribute_order() -> None:
+    """Flags follow the order the tables list their sources (the dialect's own, then the
+    generic ones), not the order attributes arrive in; and a preferred source wins even
+    when it arrives after a fallback."""
+    attrs = {
+        "agentlat.itl.mean": -1,
+        "gen_ai.usage.input_tokens": "abc",
+        "gen_ai.response.time_to_first_chunk": "x",
+        "gen_ai.request.model": 5,
+        "gen_ai.operation.name": "chat",
+        "agentlat.decode.duration": 1.2,
+        "gen_ai.latency.time_in_model_decode": 1.0,
+        "gen_ai.usage.prompt_tokens": 9,
+    }
+    derived, flags = derive("chat", "Client", T0, T0 + 2000 * MS, attrs, [])
+    assert derived == {**DERIVED_DEFAULTS, **GENAI_CHAT, "DecodeMs": 1000.0, "InputTokens": 9}
+    assert flags == [
+        "bad_attribute:gen_ai.response.time_to_first_chunk",
+        "bad_attribute:agentlat.itl.mean",
+        "bad_attribute:gen_ai.request.model",
+        "bad_attribute:gen_ai.usage.input_tokens",
+    ]
+
+
+def test_attribute_in_dialect_and_generic_tables_is_flagged_once() -> None:
+    attrs = {"gen_ai.response.model": 7, "request_data": '{"model": "m"}', "logfire.msg_template": 3}
+    derived, flags = derive("Chat Completion with x", "Internal", T0, T0 + 2000 * MS, attrs, [])
+    assert derived == {**DERIVED_DEFAULTS, "Role": "model", "Dialect": "logfire", "Operation": "chat", "Model": "m"}
+    assert flags == ["bad_attribute:logfire.msg_template", "bad_attribute:gen_ai.response.model"]
+
+
+COMPILED_FORM_CASES = [
+    Case(
+        "attribute-named-like-the-virtual-span-name-is-ignored",
+        "TravelAgent",
+        {"@span.name": "fake", "openinference.span.kind": "AGENT"},
+        {"Role": "agent", "Dialect": "openinference", "Operation": "invoke_agent", "Agent": "TravelAgent"},
+    ),
+    Case(
+        "non-string-keys-are-ignored-even-for-namespaces",
+        "chat",
+        {b"sglang.x": 1, 7: "y", "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 3},  # type: ignore[dict-item]
+        {**GENAI_CHAT, "InputTokens": 3},
+    ),
+    Case(
+        "key-holding-a-newline-is-not-in-the-namespace-after-it",
+        "chat",
+        {"x\nsglang.y": 1, "gen_ai.operation.name": "chat"},
+        GENAI_CHAT,
+    ),
+    Case(
+        "entity-source-on-other-role-is-still-checked",
+        "summarise.task",
+        {"traceloop.span.kind": "task", "traceloop.entity.name": 5},
+        {"Role": "other", "Dialect": "openllmetry"},
+        flags=("bad_attribute:traceloop.entity.name",),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", COMPILED_FORM_CASES, ids=lambda c: c.id)
+def test_compiled_form(case: Case) -> None:
+    check(case)
+
+
+def test_caller_attributes_are_left_unchanged() -> None:
+    for case in DIALECT_CASES + EDGE_CASES:
+        before = dict(case.attrs)
+        run(case)
+        assert case.attrs == before, case.id
