@@ -32,6 +32,7 @@ class Settings:
     require_keys: bool = False
     rate_limit: float = 200.0  # requests per second per API key; 0 turns the limit off
     grpc_port: int = 4317  # 0 turns OTLP/gRPC off
+    budgets_path: Path | None = None  # latency budgets served at /api/v1/budgets
 
     @property
     def resolved_wal_dir(self) -> Path:
@@ -106,4 +107,5 @@ _ENV: tuple[tuple[str, str, Any], ...] = (
     ("require_keys", "AGENTLAT_REQUIRE_KEYS", _boolean),
     ("rate_limit", "AGENTLAT_RATE_LIMIT", float),
     ("grpc_port", "AGENTLAT_GRPC_PORT", int),
+    ("budgets_path", "AGENTLAT_BUDGETS", Path),
 )

@@ -1,0 +1,115 @@
+"""``GET /api/v1/budgets``: the budgets file judged against the store, for the dashboard.
+
+The dashboard may only read the query API, so the server evaluates the same file the CI
+check and the pytest plugin read, and also returns the file's thresholds for colouring
+latencies. The file is validated at start-up (a broken file stops the server) and re-read
+when it changes on disk.
+
+No ``from __future__ import annotations`` here: FastAPI resolves the route's annotations,
+which name a dependency local to ``make_router``.
+"""
+
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from agentlat.alerts.budgets import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
+from agentlat.store import SpanFilter, Store
+
+NS = 1_000_000_000
+RAW_WINDOW_LIMIT_NS = 6 * 3600 * NS  # longer windows read the per-minute rollups, as the query API does
+MAX_WINDOW_SECONDS = 400 * 86400
+_WINDOW = re.compile(r"^(\d+)([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+NOT_CONFIGURED = (
+    "no budgets file is configured: start the server with `agentlat serve --budgets budgets.yaml` "
+    "(or set AGENTLAT_BUDGETS); `agentlat budget init` writes a starter file"
+)
+
+
+class BudgetSource:
+    """The budgets file, re-read when its modification time changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._mtime_ns = self._stat()
+        self._budgets = load_budgets(path)
+
+    def _stat(self) -> int | None:
+        try:
+            return self.path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def current(self) -> Budgets:
+        mtime_ns = self._stat()
+        if mtime_ns != self._mtime_ns:
+            self._budgets = load_budgets(self.path)
+            self._mtime_ns = mtime_ns
+        return self._budgets
+
+
+def window_seconds(window: str) -> int:
+    match = _WINDOW.match(window.strip())
+    if not match:
+        raise HTTPException(400, f"window={window!r}: expected a number and a unit s|m|h|d, e.g. 15m, 1h, 7d")
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if not 0 < seconds <= MAX_WINDOW_SECONDS:
+        raise HTTPException(400, f"window={window!r}: expected more than 0 s and at most 400 days")
+    return seconds
+
+
+def measure(store: Store, budgets: Budgets, where: SpanFilter) -> Measurements:
+    """Percentiles per route or agent of every metric the file budgets (all kept in rollups)."""
+    metrics_of: dict[str, list[str]] = {}
+    for dimension, metric in budgets.queries():
+        metrics_of.setdefault(dimension, []).append(metric)
+    measured: dict[tuple[str, str], dict[str, Stats]] = {}
+    for dimension, metrics in metrics_of.items():
+        if where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS:
+            for row in store.rollup_percentiles(metrics, [dimension], where):
+                p50, p95, p99 = row["q"]
+                measured.setdefault((dimension, row["metric"]), {})[row[dimension]] = Stats(row["count"], p50, p95, p99)
+            continue
+        for metric in metrics:
+            rows = store.percentiles(metric, [dimension], where)
+            measured[(dimension, metric)] = {r.group[dimension]: Stats(r.count, r.p50, r.p95, r.p99) for r in rows}
+    return measured
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / NS, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def make_router(store: Store, budgets_path: Path | None, project_of: Callable[[Request], str]) -> APIRouter:
+    """The budgets route; with a path, the file is validated now (raising ``BudgetError``)."""
+    source = BudgetSource(budgets_path) if budgets_path is not None else None
+    router = APIRouter(prefix="/api/v1", tags=["budgets"])
+    Project = Annotated[str, Depends(project_of)]
+
+    @router.get("/budgets", summary="each route and agent's p50/p95/p99 against the budgets file")
+    async def budgets(
+        project: Project,
+        window: Annotated[str, Query(description="trailing window, e.g. 15m, 1h, 24h, 7d")] = "1h",
+    ) -> dict[str, Any]:
+        if source is None:
+            raise HTTPException(404, NOT_CONFIGURED)
+        seconds = window_seconds(window)
+        try:
+            current = source.current()
+        except BudgetError as exc:
+            raise HTTPException(500, f"{exc} (the server re-reads the file when it changes)") from None
+        end_ns = time.time_ns()
+        start_ns = end_ns - seconds * NS
+        where = SpanFilter(project, start_ns, end_ns, {"service": current.service} if current.service else {})
+        measured = await run_in_threadpool(measure, store, current, where)
+        span = {"length": window, "start": _iso(start_ns), "end": _iso(end_ns)}
+        return report_dict(current, evaluate(current, measured), span)
+
+    return router

@@ -1,0 +1,128 @@
+"""Budget check results as a terminal table, JSON, JUnit XML and Markdown (pure: text out).
+
+The table and the Markdown put breaches first, then missing data, then passes; JSON and
+JUnit keep the file's order. Rich is imported only by ``render_table``.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import IO
+
+from agentlat.alerts.budgets import METRIC_LABELS, Budgets, Report, Verdict, report_dict
+
+FORMATS = ("table", "json", "junit", "markdown")
+_SEVERITY = {"breach": 0, "insufficient": 1, "pass": 2}
+_MD_STATUS = {"breach": "❌ breach", "insufficient": "⚠️ insufficient data", "pass": "✅ pass"}
+
+
+def ms(value: float | None) -> str:
+    """To 0.1 ms without a trailing .0: 800 -> '800 ms', 1234.56 -> '1,234.6 ms', None -> '—'."""
+    if value is None:
+        return "—"
+    text = f"{value:,.1f}"
+    return f"{text.removesuffix('.0')} ms"
+
+
+def target(v: Verdict) -> str:
+    return f"{v.dimension} {v.name}"
+
+
+def check_name(v: Verdict) -> str:
+    return f"{METRIC_LABELS[v.metric]} {v.percentile}"
+
+
+def budget(v: Verdict) -> str:
+    return f"≤ {ms(v.budget_ms)}" + (" (default)" if v.source == "default" else "")
+
+
+def samples(v: Verdict) -> str:
+    return f"{v.count} (needs {v.min_samples})" if v.status == "insufficient" else str(v.count)
+
+
+def counted(report: Report) -> str:
+    """'1 breached, 1 insufficient data, 4 passed', or why there is nothing to count."""
+    if not report.verdicts:
+        return "no route or agent had data for any budget in this window"
+    counts = report.counts()
+    return f"{counts['breach']} breached, {counts['insufficient']} insufficient data, {counts['pass']} passed"
+
+
+def by_severity(report: Report) -> list[Verdict]:
+    return sorted(report.verdicts, key=lambda v: _SEVERITY[v.status])
+
+
+def render_json(budgets: Budgets, report: Report, window: Mapping[str, str]) -> str:
+    return json.dumps(report_dict(budgets, report, window), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_markdown(budgets: Budgets, report: Report, window: Mapping[str, str]) -> str:
+    """A pull-request comment or a CI job summary."""
+    lines = [
+        f"### agentlat latency budgets: {_MD_STATUS[report.status]}",
+        "",
+        f"`{budgets.path}` · last {window['length']} · {counted(report)}",
+        "",
+    ]
+    if report.verdicts:
+        lines += ["| status | target | check | budget | actual | samples |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"| {_MD_STATUS[v.status]} | {v.dimension} `{_md(v.name)}` | {check_name(v)} | {budget(v)} "
+            f"| {ms(v.actual_ms)} | {samples(v)} |"
+            for v in by_severity(report)
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("`", "'").replace("|", "\\|")
+
+
+def render_junit(budgets: Budgets, report: Report, window: Mapping[str, str]) -> str:
+    """One test case per budget: a breach is a failure, missing data a skip."""
+    counts = report.counts()
+    totals = {"tests": str(len(report.verdicts)), "failures": str(counts["breach"]), "errors": "0"}
+    suites = ET.Element("testsuites", name="agentlat latency budgets", **totals)
+    suite = ET.SubElement(
+        suites, "testsuite", name=budgets.path, skipped=str(counts["insufficient"]), timestamp=window["end"], **totals
+    )
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("window", window["length"]), ("start", window["start"]), ("end", window["end"])):
+        ET.SubElement(properties, "property", name=name, value=value)
+    for v in report.verdicts:
+        case = ET.SubElement(
+            suite, "testcase", classname=target(v), name=f"{check_name(v)} {budget(v)}",
+            file=budgets.path, line=str(v.line), time="0",
+        )  # fmt: skip
+        if v.status == "breach":
+            message = f"{check_name(v)} of {target(v)} is {ms(v.actual_ms)}, over its budget of {ms(v.budget_ms)}"
+            ET.SubElement(case, "failure", message=message, type="breach").text = f"{message} ({v.count} samples)"
+        elif v.status == "insufficient":
+            ET.SubElement(case, "skipped", message=_too_few(v))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _too_few(v: Verdict) -> str:
+    return f"insufficient data: {v.count} samples, {v.percentile} needs {v.min_samples}"
+
+
+def render_table(budgets: Budgets, report: Report, window: Mapping[str, str], file: IO[str] | None = None) -> None:
+    """A rich table on ``file`` (stdout by default); wide and uncoloured when not a terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file)
+    if not console.is_terminal:
+        console = Console(file=file, width=160, no_color=True, highlight=False)
+    table = Table(title=f"agentlat latency budgets: {budgets.path}, last {window['length']}")
+    for column in ("status", "target", "check", "budget", "actual", "samples"):
+        table.add_column(column, justify="right" if column in ("actual", "samples") else "left")
+    style = {"breach": "bold red", "insufficient": "yellow", "pass": "green"}
+    for v in by_severity(report):
+        status = f"[{style[v.status]}]{v.status}[/]"
+        table.add_row(status, target(v), check_name(v), budget(v), ms(v.actual_ms), samples(v))
+    console.print(table)
+    console.print(f"{report.status}: {counted(report)}", style=style[report.status], markup=False)
