@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +16,7 @@ from rich.logging import RichHandler
 from agentlat import __version__
 from agentlat.alerts.cli import budget_app
 from agentlat.collector.keys_cli import keys_app
+from agentlat.collector.migrate_cli import migrate
 from agentlat.dashboard.cli import dashboard
 from agentlat.errors import AgentlatError
 
@@ -82,8 +83,6 @@ def serve(
     """Run the collector: OTLP/HTTP on /v1/traces and the query API on /api/v1."""
     from agentlat.collector.server import run_server
 
-    if budgets is not None:  # the option outranks the variable; run_server reads settings from the environment
-        os.environ["AGENTLAT_BUDGETS"] = str(budgets)
     setup_logging(log_level)
     _run(
         lambda: run_server(
@@ -92,6 +91,7 @@ def serve(
             grpc_port=grpc_port,
             data_dir=data,
             clickhouse_url=clickhouse,
+            budgets_path=budgets,
             require_keys=require_keys,
             log_level=log_level,
             console=console,
@@ -106,16 +106,26 @@ def up(
     dashboard_port: Annotated[
         int, typer.Option("--dashboard-port", help="Dashboard port on 127.0.0.1 (0: no dashboard).")
     ] = 8501,
+    demo_rate: Annotated[
+        float, typer.Option("--demo-rate", help="Demo agent runs per second sent to it (0: no demo traffic).")
+    ] = 1.0,
     log_level: LogOpt = "info",
 ) -> None:
-    """Bring up the whole product on the embedded store (collector and dashboard) and print where to look."""
+    """Bring up the whole product on the embedded store (collector, dashboard and demo traffic)
+    and print where to look."""
     from agentlat.collector.config import Settings
     from agentlat.collector.server import run_server
     from agentlat.dashboard.cli import beside
+    from agentlat.demo.runner import background_demo
 
     def serve_with_dashboard() -> None:
         settings = Settings.from_env(port=port, data_dir=data)
-        with beside(dashboard_port, f"http://127.0.0.1:{settings.port}", console):
+        api = f"http://127.0.0.1:{settings.port}"
+        demo_log = settings.data_dir.parent / "demo.log"
+        demo = background_demo(api, demo_rate, demo_log) if demo_rate > 0 else None
+        with beside(dashboard_port, api, console), demo or contextlib.nullcontext():
+            if demo is not None:
+                console.print(f"  demo       {demo_rate} agent runs/s from 3 services (log: {demo_log})")
             run_server(port=port, data_dir=data, log_level=log_level, console=console)
 
     setup_logging(log_level)
@@ -161,6 +171,32 @@ def _print_advice(body: dict, as_json: bool) -> None:
 
 
 app.command()(dashboard)
+app.command()(migrate)
+
+
+@app.command()
+def demo(
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Collector to send spans to (default: AGENTLAT_ENDPOINT or local).")
+    ] = None,
+    rate: Annotated[float, typer.Option("--rate", help="Agent runs per second, over all services.")] = 3.0,
+    duration: Annotated[float, typer.Option("--duration", help="Seconds to run; 0 runs until interrupted.")] = 60.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the timing distributions.")] = 1,
+) -> None:
+    """Generate a realistic agent workload (5 agent types, 3 services) through the real openai and
+    anthropic clients against a local fake model server, and send its spans to the collector."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentlat._setup import resolve_endpoint
+    from agentlat.demo.runner import run_demo
+
+    target = resolve_endpoint(endpoint)
+    console.print(f"demo: sending agent runs to {target} at {rate}/s for {duration or 'ever'} s")
+    columns = [TextColumn("demo agent runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("runs", total=rate * duration if duration else None)
+        done = run_demo(target, rate, duration, seed, lambda n, total: bar.update(task, completed=n))
+    console.print(f"demo: {done} agent runs sent; open the dashboard or `agentlat advise` to see them")
 
 
 @app.command()
@@ -187,3 +223,7 @@ app.add_typer(budget_app, name="budget", help="Latency budgets as code: init a b
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -126,11 +126,20 @@ def _batch(exporter: SpanExporter, options: Options) -> BatchSpanProcessor:
     )
 
 
+# anthropic >= 2 traces its own calls by default; with agentlat instrumenting them too every
+# call would be two model spans. Clients created after init() skip the built-in spans unless
+# the user chose otherwise (the variable is read when a client is constructed).
+ANTHROPIC_TRACING_VARIABLE = "ANTHROPIC_OPEN_TELEMETRY"
+
+
 @guarded
 def _instrument_clients() -> list[str]:
     from agentlat.instrument import instrument_installed_clients
 
-    return instrument_installed_clients()
+    instrumented = instrument_installed_clients()
+    if "anthropic" in instrumented and ANTHROPIC_TRACING_VARIABLE not in os.environ:
+        os.environ[ANTHROPIC_TRACING_VARIABLE] = "false"
+    return instrumented
 
 
 def flush(timeout_seconds: float = 10.0) -> bool:
