@@ -1,0 +1,382 @@
+"""The E2E split checked against a brute-force reference on random span trees, plus two hand-built cases.
+
+The reference below shares no code with ``agentlat.collector.analysis``: it re-reads the rules of that
+module's docstring and applies them one 1 ms tick at a time (who owns tick t, walking back from the end),
+with plain dicts and lists and no interval arithmetic, so a disagreement points at one of the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentlat.collector.analysis import ParallelGroup, SpanRecord, TraceAnalysis, analyse
+
+MS = 1_000_000
+PHASES = ("queue", "prefill", "decode")
+PROPERTY_SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,  # the same examples every run: a property test must not be flaky
+    database=None,  # and must not write a .hypothesis folder into the repository
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+# --- random traces ------------------------------------------------------------------------
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> list[SpanRecord]:
+    """One trace's spans in ms: nested mostly, with skew, overruns, negative lengths, orphans, cycles, duplicates."""
+    n = draw(st.integers(1, 16))
+    spans: list[SpanRecord] = []
+    for i in range(n):
+        if i == 0:
+            start = draw(st.integers(0, 10))
+            end = start + draw(st.integers(-2, 90))
+            parent = draw(st.sampled_from(["", "lost"]))  # often the root never arrives: a partial trace
+        else:
+            p = spans[draw(st.integers(0, i - 1))]
+            p_lo, p_hi = p.start_ns // MS, max(p.start_ns, p.end_ns) // MS
+            # Often aligned with the parent's edges (ties everywhere), else a few ms of clock skew either side;
+            # the end may overrun the parent or come before the start.
+            start = draw(st.one_of(st.sampled_from((p_lo, p_hi)), st.integers(p_lo - 6, p_hi + 3)))
+            end = draw(st.one_of(st.just(p_hi), st.integers(start - 3, max(start + 1, p_hi + 6))))
+            how = draw(st.sampled_from(["child"] * 12 + ["", "missing", "self", "later"]))
+            parent = {"child": p.span_id, "": "", "missing": f"gone{i}", "self": f"s{i}"}.get(how, "later")
+        role = draw(st.sampled_from(("model", "tool", "agent", "other")))
+        may_be_call_part = role in ("model", "other")
+        tool = role == "tool"
+        spans.append(
+            SpanRecord(
+                span_id=f"s{i}",
+                parent_span_id=parent,
+                name=f"s{i}",
+                service="props-svc",
+                start_ns=start * MS,
+                end_ns=end * MS,
+                role=role,
+                is_server_span=may_be_call_part and draw(st.integers(0, 3)) == 0,
+                phase=draw(st.sampled_from(("",) * 4 + PHASES)) if may_be_call_part else "",
+                tool=f"tool_s{i}" if tool else "",
+                tool_call_id=f"c{i}" if tool else "",
+                depends_on=(f"c{draw(st.integers(0, i))}",) if tool and draw(st.booleans()) else (),
+            )
+        )
+    for i, s in enumerate(spans):
+        if s.parent_span_id == "later":  # a later span may descend from this one: a parent cycle
+            spans[i] = replace(s, parent_span_id=f"s{draw(st.integers(i + 1, n - 1))}" if i < n - 1 else "gone")
+    for _ in range(draw(st.integers(0, 3))):  # re-sent spans with other times (late or corrected)
+        victim = spans[draw(st.integers(0, n - 1))]
+        shift_start, shift_end = draw(st.integers(-4, 4)), draw(st.integers(-4, 4))
+        spans.append(
+            replace(victim, start_ns=victim.start_ns + shift_start * MS, end_ns=victim.end_ns + shift_end * MS)
+        )
+    return spans
+
+
+# --- the brute-force reference ------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    id: str
+    raw_parent: str
+    start: int  # ms
+    end: int
+    role: str
+    server: bool
+    phase: str
+    parent: str | None = None
+    kids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reference:
+    root: str
+    partial: bool
+    lo: int
+    hi: int
+    nodes: dict[str, Node]
+    owner: dict[int, str]  # tick (ms) -> span owning [tick, tick + 1 ms) on the critical path
+    category: dict[int, str]
+    phase: dict[int, str]
+    walked: dict[str, int]  # span on the critical path -> start of the window it was walked over
+
+    def total(self, category: str) -> int:
+        return sum(1 for c in self.category.values() if c == category) * MS
+
+    def phase_total(self, phase: str) -> int:
+        return sum(1 for t, p in self.phase.items() if p == phase and self.category[t] == "model") * MS
+
+
+def order_key(node: Node) -> tuple[int, int, str]:
+    """Earliest start, then the longest, then span id: every tie-break of the docstring."""
+    return (node.start, -node.end, node.id)
+
+
+def reference(records: list[SpanRecord]) -> Reference:
+    # Assembly: zero length for end < start, then the duplicate that ends last (then the longer) wins.
+    nodes: dict[str, Node] = {}
+    for r in records:
+        start, end = r.start_ns // MS, max(r.end_ns, r.start_ns) // MS
+        node = Node(r.span_id, r.parent_span_id, start, end, r.role, r.is_server_span, r.phase)
+        old = nodes.get(r.span_id)
+        if old is None or (end, -start) > (old.end, -old.start):
+            nodes[r.span_id] = node
+    for node in nodes.values():
+        known = node.raw_parent in nodes and node.raw_parent != node.id
+        node.parent = node.raw_parent if known else None
+    for node in nodes.values():  # a span that reaches itself by parent links is on a cycle
+        seen, cur = [node.id], node.parent
+        while cur is not None and cur != node.id and len(seen) <= len(nodes):
+            seen.append(cur)
+            cur = nodes[cur].parent
+        if cur == node.id:
+            nodes[min((nodes[s] for s in seen), key=order_key).id].parent = None
+    parentless = [n for n in nodes.values() if n.parent is None]
+    real_roots = [n for n in parentless if n.raw_parent == ""]
+    root = min(real_roots or parentless, key=order_key)
+    for n in parentless:
+        if n is not root:
+            n.parent = root.id
+    for n in sorted(nodes.values(), key=order_key):
+        if n.parent is not None:
+            nodes[n.parent].kids.append(n.id)
+    partial = not real_roots
+    lo = min(n.start for n in nodes.values()) if partial else root.start
+    hi = max(n.end for n in nodes.values()) if partial else root.end
+
+    # Critical path: walk back from the window's end one tick at a time.
+    owner: dict[int, str] = {}
+    walked: dict[str, int] = {}
+
+    def walk(span_id: str, w_lo: int, w_hi: int) -> None:
+        walked[span_id] = w_lo
+        clamped = []
+        for kid in nodes[span_id].kids:
+            k_lo, k_hi = max(nodes[kid].start, w_lo), min(nodes[kid].end, w_hi)
+            if k_hi > k_lo:
+                clamped.append((k_lo, k_hi, kid))
+        tick = w_hi
+        while tick > w_lo:
+            ending_here = [c for c in clamped if c[1] == tick]
+            if ending_here:
+                k_lo, k_hi, kid = min(ending_here, key=lambda c: order_key(nodes[c[2]]))
+                walk(kid, k_lo, k_hi)
+                tick = k_lo
+            else:
+                owner[tick - 1] = span_id
+                tick -= 1
+
+    walk(root.id, lo, hi)
+
+    # Attribution: the nearest model or tool ancestor-or-self; phases stop at the nearest call.
+    category: dict[int, str] = {}
+    phase: dict[int, str] = {}
+    for tick, span_id in owner.items():
+        if span_id == root.id and partial and not (root.start <= tick < root.end):
+            category[tick], phase[tick] = "orchestration", ""  # time of the missing parent
+            continue
+        chain, cur = [], span_id
+        while cur is not None:
+            chain.append(nodes[cur])
+            cur = nodes[cur].parent
+        category[tick] = next(
+            ("model" if n.role == "model" or n.server or n.phase else "tool" for n in chain if _is_call(n)),
+            "orchestration",
+        )
+        phase[tick] = next((n.phase for n in chain if n.phase or n.role in ("model", "tool")), "")
+    return Reference(root.id, partial, lo, hi, nodes, owner, category, phase, walked)
+
+
+def _is_call(n: Node) -> bool:
+    return n.role in ("model", "tool") or n.server or bool(n.phase)
+
+
+def segment_ticks(a: TraceAnalysis) -> tuple[dict[int, str], dict[int, str]]:
+    """The analysis' segments expanded to per-tick owner and category."""
+    owner, category = {}, {}
+    for seg in a.segments:
+        assert seg.start_ns % MS == 0 and seg.end_ns % MS == 0, seg
+        for tick in range(seg.start_ns // MS, seg.end_ns // MS):
+            assert tick not in owner, f"tick {tick} in two segments"
+            owner[tick], category[tick] = seg.span_id, seg.category
+    return owner, category
+
+
+# --- properties ---------------------------------------------------------------------------
+
+
+@PROPERTY_SETTINGS
+@given(traces())
+def test_split_adds_up_to_e2e_and_no_part_is_negative(spans: list[SpanRecord]) -> None:
+    a = analyse(spans)
+    parts = (a.model_ns, a.tool_ns, a.orchestration_ns)
+    assert sum(parts) == a.e2e_ns
+    assert min(parts) >= 0 and min(a.queue_ns, a.prefill_ns, a.decode_ns) >= 0
+    assert a.queue_ns + a.prefill_ns + a.decode_ns <= a.model_ns
+
+
+@PROPERTY_SETTINGS
+@given(traces())
+def test_split_equals_the_brute_force_reference(spans: list[SpanRecord]) -> None:
+    a, ref = analyse(spans), reference(spans)
+    assert (a.root_span_id, a.partial) == (ref.root, ref.partial)
+    assert (a.start_ns, a.e2e_ns) == (ref.lo * MS, (ref.hi - ref.lo) * MS)
+    assert (a.model_ns, a.tool_ns, a.orchestration_ns) == (
+        ref.total("model"),
+        ref.total("tool"),
+        ref.total("orchestration"),
+    )
+    assert (a.queue_ns, a.prefill_ns, a.decode_ns) == tuple(ref.phase_total(p) for p in PHASES)
+    owner, category = segment_ticks(a)
+    assert owner == ref.owner
+    assert category == ref.category
+    assert set(a.critical_path) == set(ref.walked)
+    assert a.span_count == len(ref.nodes)
+
+
+@PROPERTY_SETTINGS
+@given(st.data())
+def test_input_order_does_not_change_the_result(data: st.DataObject) -> None:
+    spans = data.draw(traces())
+    shuffled = data.draw(st.permutations(spans))
+    assert analyse(shuffled) == analyse(spans)
+
+
+@PROPERTY_SETTINGS
+@given(traces())
+def test_critical_path_is_a_chain_from_the_root_in_start_order(spans: list[SpanRecord]) -> None:
+    a, ref = analyse(spans), reference(spans)
+    assert a.critical_path[0] == a.root_span_id
+    assert len(set(a.critical_path)) == len(a.critical_path)
+    for i, span_id in enumerate(a.critical_path[1:], start=1):
+        assert ref.nodes[span_id].parent in a.critical_path[:i], (span_id, a.critical_path)
+    starts = [ref.walked[s] for s in a.critical_path]
+    assert starts == sorted(starts)
+
+
+def test_reference_agrees_with_a_hand_computed_trace() -> None:
+    """The reference itself, on the docstring's overlap rule: a sibling ending after the cursor is skipped."""
+    spans = [
+        SpanRecord("r", "", "r", "svc", 0, 100 * MS, "agent"),
+        SpanRecord("a", "r", "a", "svc", 10 * MS, 60 * MS, "agent"),
+        SpanRecord("m", "r", "m", "svc", 50 * MS, 90 * MS, "model"),
+        SpanRecord("t", "a", "t", "svc", 10 * MS, 60 * MS, "tool"),
+    ]
+    ref = reference(spans)
+    assert (ref.total("model"), ref.total("tool"), ref.total("orchestration")) == (40 * MS, 0, 60 * MS)
+    assert set(ref.walked) == {"r", "m"}
+
+
+# --- hand-built cases missing from test_analysis.py -----------------------------------------
+
+
+def _span(span_id: str, parent: str, start_ms: int, end_ms: int, role: str) -> SpanRecord:
+    tool = f"tool_{span_id}" if role == "tool" else ""
+    return SpanRecord(span_id, parent, span_id, "props-svc", start_ms * MS, end_ms * MS, role, tool=tool)
+
+
+def _ms(a: TraceAnalysis) -> tuple[int, int, int, int]:
+    parts = (a.e2e_ns, a.model_ns, a.tool_ns, a.orchestration_ns)
+    assert all(p % MS == 0 for p in parts), parts
+    return tuple(p // MS for p in parts)  # type: ignore[return-value]
+
+
+# The model streams 10-60 and emits a tool call at 30 that finishes (50) while it still streams.
+STREAMED_TOOL_INSIDE_THE_STREAM = [
+    _span("r", "", 0, 100, "agent"),
+    _span("m1", "r", 10, 60, "model"),
+    _span("t1", "r", 30, 50, "tool"),
+    _span("m2", "r", 60, 90, "model"),
+]
+# A planner agent with its own tools, and a sub-agent with its own model calls and two serial tools.
+NESTED_AGENTS_WITH_OWN_TOOLS = [
+    _span("r", "", 0, 200, "agent"),
+    _span("a1", "r", 10, 190, "agent"),
+    _span("m1", "a1", 10, 30, "model"),
+    _span("t1", "a1", 30, 60, "tool"),
+    _span("a2", "a1", 60, 150, "agent"),
+    _span("m2", "a2", 60, 80, "model"),
+    _span("t2", "a2", 80, 100, "tool"),
+    _span("t3", "a2", 100, 130, "tool"),
+    _span("m3", "a2", 130, 150, "model"),
+    _span("t4", "a1", 150, 170, "tool"),
+    _span("m4", "a1", 170, 185, "model"),
+]
+
+STREAMED_AND_NESTED = [
+    pytest.param(
+        STREAMED_TOOL_INSIDE_THE_STREAM,  # the stream is the critical path, the tool is hidden under it
+        (100, 80, 0, 20),
+        ("r", "m1", "m2"),
+        id="streamed-tool-call-finishing-inside-the-stream",
+    ),
+    pytest.param(
+        # The streamed tool call (30-70) outlasts the stream (10-50) and the next model call waits for it:
+        # the tool is critical and the stream, ending after the cursor (30), is skipped whole, so its
+        # first 20 ms (10-30) count as the agent's own time.
+        [
+            _span("r", "", 0, 100, "agent"),
+            _span("m1", "r", 10, 50, "model"),
+            _span("t1", "r", 30, 70, "tool"),
+            _span("m2", "r", 70, 95, "model"),
+        ],
+        (100, 25, 40, 35),
+        ("r", "t1", "m2"),
+        id="streamed-tool-call-outlasting-the-stream",
+    ),
+    pytest.param(
+        NESTED_AGENTS_WITH_OWN_TOOLS,
+        (200, 75, 100, 25),
+        ("r", "a1", "m1", "t1", "a2", "m2", "t2", "t3", "m3", "t4", "m4"),
+        id="nested-agents-each-with-their-own-tools",
+    ),
+    pytest.param(
+        # A tool that delegates to a sub-agent: the sub-agent's own time and its tool are tool time, its
+        # model call is model time, and only the outer agent's gaps are orchestration.
+        [
+            _span("r", "", 0, 100, "agent"),
+            _span("m1", "r", 0, 10, "model"),
+            _span("delegate", "r", 10, 90, "tool"),
+            _span("sub", "delegate", 15, 85, "agent"),
+            _span("sm", "sub", 20, 40, "model"),
+            _span("st", "sub", 45, 75, "tool"),
+            _span("m2", "r", 90, 98, "model"),
+        ],
+        (100, 38, 60, 2),
+        ("r", "m1", "delegate", "sub", "sm", "st", "m2"),
+        id="sub-agent-run-as-a-tool",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spans", "expected", "path"), STREAMED_AND_NESTED)
+def test_streamed_and_nested_known_answers(
+    spans: list[SpanRecord], expected: tuple[int, int, int, int], path: tuple[str, ...]
+) -> None:
+    a = analyse(spans)
+    assert _ms(a) == expected
+    assert a.critical_path == path
+    ref = reference(spans)  # the brute force agrees on the hand-computed answers too
+    assert (ref.total("model"), ref.total("tool"), ref.total("orchestration")) == tuple(x * MS for x in expected[1:])
+
+
+def test_streamed_tool_call_sums_and_parallelism() -> None:
+    a = analyse(STREAMED_TOOL_INSIDE_THE_STREAM)
+    assert (a.model_sum_ns, a.tool_sum_ns, a.model_calls, a.tool_calls) == (80 * MS, 20 * MS, 2, 1)
+    assert a.parallelism == 100 / 80
+    assert a.parallelisable == ()
+
+
+def test_nested_agents_group_only_their_own_serial_tools() -> None:
+    # a2's t2 and t3 are serial and independent: one group, both critical, saving 20 + 30 - 30 = 20 ms.
+    # a1's t1 and t4 are separated by a2, which runs model calls: no group, and none across agents.
+    a = analyse(NESTED_AGENTS_WITH_OWN_TOOLS)
+    assert a.parallelisable == (ParallelGroup(("t2", "t3"), ("tool_t2", "tool_t3"), 20 * MS, True),)
+    assert (a.model_sum_ns, a.tool_sum_ns, a.parallelism) == (75 * MS, 100 * MS, 1.0)
