@@ -15,7 +15,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from agentlat.store import ApiKeyRecord, Store
@@ -54,6 +54,37 @@ def new_key(project: str, *, admin: bool = False, name: str = "") -> tuple[str, 
         secret_hash=hash_secret(secret), created_ms=time.time_ns() // 1_000_000,
     )  # fmt: skip
     return f"{KEY_PREFIX}_{key_id}_{secret}", record
+
+
+MIN_BOOTSTRAP_SECRET = 32
+
+
+def bootstrap_admin_record(key: str, existing: Iterable[ApiKeyRecord]) -> ApiKeyRecord | None:
+    """The record that makes ``key`` (chosen by the operator) a valid admin key, or None when it already is.
+
+    For deployments that hand the stack its first admin key (``agentlat keys bootstrap``).
+    Raises ValueError when the key is malformed or its secret short, or when its id belongs
+    to another key or to a revoked one (a rotated-out key must not come back).
+    """
+    match = _KEY.match(key)
+    if match is None:
+        raise ValueError(f"not an agentlat key: expected {KEY_PREFIX}_<12 hex digits>_<secret>")
+    key_id, secret = match.groups()
+    if len(secret) < MIN_BOOTSTRAP_SECRET:
+        raise ValueError(f"the secret of key {key_id} is shorter than {MIN_BOOTSTRAP_SECRET} characters")
+    secret_hash = hash_secret(secret)
+    for record in existing:
+        if record.key_id != key_id:
+            continue
+        if record.revoked:
+            raise ValueError(f"key {key_id} was revoked; generate a new key")
+        if not (record.admin and hmac.compare_digest(record.secret_hash, secret_hash)):
+            raise ValueError(f"key id {key_id} belongs to another key; generate a new key")
+        return None
+    return ApiKeyRecord(
+        key_id=key_id, project=DEFAULT_PROJECT, name="bootstrap", admin=True, secret_hash=secret_hash,
+        created_ms=time.time_ns() // 1_000_000,
+    )  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ server holds it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -97,6 +98,38 @@ def revoke(
                     raise typer.BadParameter(f"no active key {key_id!r}")
                 store.save_key(record.revoke())
         Console(stderr=True).print(f"Revoked key {key_id}.")
+
+    run_or_exit(action)
+
+
+BOOTSTRAP_ENV = "AGENTLAT_BOOTSTRAP_ADMIN_KEY"
+
+
+@keys_app.command("bootstrap")
+def bootstrap(data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
+    """Make the admin key in AGENTLAT_BOOTSTRAP_ADMIN_KEY valid unless it already is (deployments, idempotent)."""
+    from agentlat.collector.cli import run_or_exit
+
+    def action() -> None:
+        from agentlat.collector.auth import bootstrap_admin_record
+        from agentlat.errors import ConfigError
+
+        key = os.environ.get(BOOTSTRAP_ENV, "").strip()
+        if not key:
+            raise ConfigError(
+                f"{BOOTSTRAP_ENV} is not set: put a new key in it, "
+                "e.g. alk_$(openssl rand -hex 6)_$(openssl rand -hex 32)"
+            )
+        with _store(data, clickhouse) as store:
+            try:
+                record = bootstrap_admin_record(key, store.api_keys())
+            except ValueError as exc:
+                raise ConfigError(f"{BOOTSTRAP_ENV}: {exc}") from None
+            if record is not None:
+                store.save_key(record)
+        key_id = key.split("_")[1]
+        done = "is already an admin key" if record is None else "is now an admin key"
+        Console(stderr=True).print(f"Key [bold]{key_id}[/] from {BOOTSTRAP_ENV} {done}.")
 
     run_or_exit(action)
 

@@ -24,7 +24,14 @@ from agentlat.store.backends import (
     StoreUnavailable,
 )
 from agentlat.store.keys import KEY_ROW_SCHEMA, ApiKeyRecord
-from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS
+from agentlat.store.migrations import (
+    DEFAULT_TTL_DAYS,
+    LEDGER_DDL,
+    MIGRATIONS,
+    SHARDING_KEYS,
+    cluster_statements,
+    with_ttl,
+)
 from agentlat.store.queries import DIMENSION_METRICS, DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
@@ -75,14 +82,18 @@ class Store:
     def migrate(self) -> list[int]:
         """Apply pending migrations; return the versions applied now."""
         self.backend.execute(LEDGER_DDL)
-        ledger = self.backend.query_arrow("SELECT Version FROM agentlat_migrations")
-        done = set(ledger.column("Version").to_pylist()) if ledger.num_rows else set()
+        done = self._applied_versions()
+        if any(m.version not in done for m in MIGRATIONS) and "Distributed" in self._schema_engines().values():
+            raise StoreError(
+                "this ClickHouse database is set up for a cluster and has migrations pending; apply them with "
+                "`agentlat migrate --cluster NAME` before starting this version (docs/operations.md, Upgrades)"
+            )
         applied = []
         for migration in MIGRATIONS:
             if migration.version in done:
                 continue
             for statement in migration.statements:
-                self.backend.execute(statement.replace("{ttl_days}", str(int(self.ttl_days))))
+                self.backend.execute(with_ttl(statement, self.ttl_days))
             self.backend.execute(
                 "INSERT INTO agentlat_migrations (Version, Name) VALUES ({v:UInt32}, {n:String})",
                 {"v": migration.version, "n": migration.name},
@@ -90,6 +101,40 @@ class Store:
             log.info("applied migration %d: %s", migration.version, migration.name)
             applied.append(migration.version)
         return applied
+
+    def migrate_cluster(self, cluster: str) -> list[int]:
+        """Apply pending migrations ON CLUSTER, as replicated tables behind Distributed ones; return
+        the versions applied now. Refuses a database that already holds single-node tables."""
+        engines = self._schema_engines()
+        single = sorted(name for name, engine in engines.items() if engine != "Distributed")
+        if single:
+            raise StoreError(
+                f"{', '.join(single)} already exist here as single-node tables (a collector created them "
+                "before cluster mode); cluster mode needs a database without them (docs/operations.md)"
+            )
+        done = self._applied_versions() if "agentlat_migrations" in engines else set()
+        database = self.backend.query_arrow("SELECT currentDatabase() AS db").column("db")[0].as_py()
+        for statement in cluster_statements(cluster, self.ttl_days, database, applied=done):
+            self.backend.execute(statement)
+        return [m.version for m in MIGRATIONS if m.version not in done]
+
+    def settings(self, names: Sequence[str]) -> dict[str, str]:
+        """The values of these ClickHouse settings for this connection's user."""
+        sql = "SELECT name, value FROM system.settings WHERE name IN {names:Array(String)}"
+        return {r["name"]: r["value"] for r in self.backend.query_arrow(sql, {"names": list(names)}).to_pylist()}
+
+    def _applied_versions(self) -> set[int]:
+        ledger = self.backend.query_arrow("SELECT Version FROM agentlat_migrations")
+        return set(ledger.column("Version").to_pylist()) if ledger.num_rows else set()
+
+    def _schema_engines(self) -> dict[str, str]:
+        """Engine of each of the schema's tables present in the current database."""
+        sql = (
+            "SELECT name, engine FROM system.tables "
+            "WHERE database = currentDatabase() AND name IN {names:Array(String)}"
+        )
+        rows = self.backend.query_arrow(sql, {"names": list(SHARDING_KEYS)}).to_pylist()
+        return {r["name"]: r["engine"] for r in rows}
 
     def insert_spans(self, batch: pa.Table) -> None:
         self.backend.insert_arrow(SPANS_TABLE, batch)
