@@ -1,5 +1,6 @@
-"""Context that follows the agent's work: the route onto every span, and the current
-span into thread pools (asyncio tasks already copy context; threads do not)."""
+"""Context that follows the agent's work: the route onto every span, a mark on spans that
+are another instrumentation's view of an agentlat model call, and the current span into
+thread pools (asyncio tasks already copy context; threads do not)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from agentlat import semconv as sc
@@ -16,17 +18,43 @@ from agentlat import semconv as sc
 ROUTE_KEY = otel_context.create_key("agentlat.route")
 
 
-class RouteProcessor(SpanProcessor):
-    """Copies the route of the enclosing agent run onto every span started inside it,
-    including spans of other instrumentations, so any span can be grouped by route."""
+AGENTLAT_SCOPE = "agentlat"
+
+
+class ContextProcessor(SpanProcessor):
+    """On every span started in this process:
+
+    - copies the route of the enclosing agent run onto it (spans of other instrumentations
+      too), so any span can be grouped by route;
+    - marks a span of another instrumentation that starts directly inside an agentlat model
+      call (anthropic's built-in span, OpenLLMetry's) as that same call seen again, so the
+      collector does not count it as a second model call.
+    """
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         route = otel_context.get_value(ROUTE_KEY, parent_context)
         if route and not (span.attributes or {}).get(sc.ROUTE):
             span.set_attribute(sc.ROUTE, route)
+        if _is_foreign(span) and _is_agentlat_model_call(trace.get_current_span(parent_context)):
+            span.set_attribute(sc.INNER_OF_MODEL_CALL, True)
 
     def on_end(self, span: ReadableSpan) -> None:
         pass
+
+
+def _is_foreign(span: Span) -> bool:
+    scope = span.instrumentation_scope
+    return scope is None or scope.name != AGENTLAT_SCOPE
+
+
+def _is_agentlat_model_call(parent: object) -> bool:
+    scope = getattr(parent, "instrumentation_scope", None)
+    attributes = getattr(parent, "attributes", None) or {}
+    return (
+        scope is not None
+        and scope.name == AGENTLAT_SCOPE
+        and attributes.get(sc.GEN_AI_OPERATION_NAME) in sc.MODEL_OPERATIONS
+    )
 
 
 _original_submit: Callable[..., Any] | None = None

@@ -18,12 +18,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentlat import semconv as sc
-from agentlat._context import ROUTE_KEY
+from agentlat._context import AGENTLAT_SCOPE, ROUTE_KEY
 from agentlat._safety import guarded
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-TRACER_NAME = "agentlat"
+TRACER_NAME = AGENTLAT_SCOPE
 
 
 def tracer() -> trace.Tracer:

@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from agentlat._context import RouteProcessor, propagate_into_thread_pools, restore_thread_pools
+from agentlat._context import ContextProcessor, propagate_into_thread_pools, restore_thread_pools
 from agentlat._safety import guarded
 
 log = logging.getLogger("agentlat")
@@ -83,9 +83,9 @@ def init(
         service = service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service"
         resolved = resolve_endpoint(endpoint)
         provider = _provider(service, version, environment)
-        if not getattr(provider, "_agentlat_routes", False):
-            provider.add_span_processor(RouteProcessor())
-            provider._agentlat_routes = True  # type: ignore[attr-defined]
+        if not getattr(provider, "_agentlat_context", False):
+            provider.add_span_processor(ContextProcessor())
+            provider._agentlat_context = True  # type: ignore[attr-defined]
         processors: list[SpanProcessor] = [_batch(exporter or _otlp(resolved, options), options)]
         provider.add_span_processor(processors[0])
         _state = _State(provider, processors, service, resolved, [])
@@ -126,20 +126,11 @@ def _batch(exporter: SpanExporter, options: Options) -> BatchSpanProcessor:
     )
 
 
-# anthropic >= 2 traces its own calls by default; with agentlat instrumenting them too every
-# call would be two model spans. Clients created after init() skip the built-in spans unless
-# the user chose otherwise (the variable is read when a client is constructed).
-ANTHROPIC_TRACING_VARIABLE = "ANTHROPIC_OPEN_TELEMETRY"
-
-
 @guarded
 def _instrument_clients() -> list[str]:
     from agentlat.instrument import instrument_installed_clients
 
-    instrumented = instrument_installed_clients()
-    if "anthropic" in instrumented and ANTHROPIC_TRACING_VARIABLE not in os.environ:
-        os.environ[ANTHROPIC_TRACING_VARIABLE] = "false"
-    return instrumented
+    return instrument_installed_clients()
 
 
 def flush(timeout_seconds: float = 10.0) -> bool:

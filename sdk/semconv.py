@@ -81,6 +81,9 @@ PROMPT_VERSION = "agentlat.prompt.version"
 # sha256 (first 16 hex) of the prompt's stable prefix (system prompt + tool definitions):
 # equal hashes that miss the provider's prefix cache point at dynamic content placed before it.
 PROMPT_PREFIX_HASH = "agentlat.prompt.prefix_hash"
+# Set by the SDK on a span of another instrumentation that starts directly inside an agentlat
+# model call (anthropic's built-in span, say): the same call seen twice, not another call.
+INNER_OF_MODEL_CALL = "agentlat.inner_of_model_call"
 
 PREFETCH_OUTCOMES = frozenset({"hit", "miss", "cancelled"})
 

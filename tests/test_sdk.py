@@ -282,3 +282,20 @@ def test_endpoint_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTLAT_ENDPOINT", "http://agentlat:4318")
     assert resolve_endpoint(None) == "http://agentlat:4318"
     assert resolve_endpoint("http://arg:1") == "http://arg:1"
+
+
+def test_other_instrumentations_inside_a_model_call_are_marked_inner(exporter: InMemorySpanExporter) -> None:
+    from opentelemetry import trace
+
+    exporter.clear()
+    foreign = trace.get_tracer("com.anthropic.sdk.python")
+    with agentlat.agent("a"):
+        with foreign.start_as_current_span("outside a model call"):
+            pass
+        with agentlat.model_call("claude") as call, foreign.start_as_current_span("anthropic.messages.create"):
+            call.chunk()
+    agentlat.flush()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert spans["anthropic.messages.create"].attributes[sc.INNER_OF_MODEL_CALL] is True
+    assert sc.INNER_OF_MODEL_CALL not in spans["outside a model call"].attributes
+    assert sc.INNER_OF_MODEL_CALL not in spans["prefill"].attributes  # agentlat's own children are not layers
