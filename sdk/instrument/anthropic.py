@@ -1,0 +1,92 @@
+"""Auto-instrumentation of the ``anthropic`` client: Messages, sync and async.
+
+Owns: what an Anthropic message and its stream events say (content chunks, usage, model, tool
+calls); the generic wrapper in ``agentlat.instrument._wrapper`` does the rest. Anthropic's
+``input_tokens`` leaves out the tokens read from and written to the prompt cache, so the span's
+``gen_ai.usage.input_tokens`` is their sum, which includes cached tokens as the GenAI conventions
+want. ``messages.stream()`` builds its request without ``create`` and is not timed here. The SDK's
+own span ("anthropic.messages.create", which ``agentlat.init`` turns off for clients made after
+it) is a child of agentlat's when a client asks for it, and its traceparent replaces agentlat's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentlat.instrument._wrapper import Endpoint, Facts, Patcher
+
+PROVIDER = "anthropic"
+_USAGE_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+
+_patcher = Patcher()
+
+
+def instrument() -> None:
+    """Patch ``Messages.create`` and ``AsyncMessages.create``; a second call does nothing."""
+    import anthropic
+    from anthropic.resources.messages import AsyncMessages, Messages
+
+    messages = Endpoint(PROVIDER, (anthropic.Stream, anthropic.AsyncStream), message_facts, MessagesReader)
+    _patcher.wrap(Messages, "create", messages, is_async=False)
+    _patcher.wrap(AsyncMessages, "create", messages, is_async=True)
+
+
+def uninstrument() -> None:
+    _patcher.undo()
+
+
+def _set_usage(facts: Facts, raw: dict[str, int]) -> None:
+    """Usage from Anthropic's counts, with input tokens made to include cached ones."""
+    given = "input_tokens" in raw
+    cache_read, cache_creation = raw.get("cache_read_input_tokens"), raw.get("cache_creation_input_tokens")
+    facts.set_usage(
+        input_tokens=raw["input_tokens"] + (cache_read or 0) + (cache_creation or 0) if given else None,
+        output_tokens=raw.get("output_tokens"),
+        cache_read_tokens=cache_read,
+        cache_creation_tokens=cache_creation,
+    )
+
+
+def _counts(usage: Any) -> dict[str, int]:
+    """The usage fields that are reported (message_delta leaves some out)."""
+    return {name: value for name in _USAGE_FIELDS if isinstance(value := getattr(usage, name, None), int)}
+
+
+def message_facts(message: Any) -> Facts:
+    """Usage, model and tool calls of a ``Message`` (empty for anything else)."""
+    facts = Facts(model=getattr(message, "model", None))
+    _set_usage(facts, _counts(getattr(message, "usage", None)))
+    blocks = getattr(message, "content", None) or []
+    facts.tool_calls = {(0, k): b.name for k, b in enumerate(blocks) if getattr(b, "type", None) == "tool_use"}
+    return facts
+
+
+class MessagesReader:
+    """``RawMessageStreamEvent`` items: every ``content_block_delta`` is output, and so is the start
+    of a ``tool_use`` block (it carries the tool's name); message_start, text block starts, stops
+    and message_delta are not."""
+
+    def __init__(self) -> None:
+        self.facts = Facts()
+        self._usage: dict[str, int] = {}
+
+    def feed(self, event: Any) -> bool:
+        kind = event.type
+        if kind == "content_block_delta":
+            return True
+        if kind == "content_block_start":
+            block = event.content_block
+            if block.type != "tool_use":
+                return False
+            self.facts.tool_calls[0, event.index] = block.name
+            return True
+        if kind == "message_start":
+            self.facts.model = event.message.model
+            self._add_usage(event.message.usage)
+        elif kind == "message_delta":
+            self._add_usage(event.usage)  # cumulative: later counts replace earlier ones
+        return False
+
+    def _add_usage(self, usage: Any) -> None:
+        self._usage.update(_counts(usage))
+        _set_usage(self.facts, self._usage)
