@@ -111,8 +111,7 @@ def up(
     ] = 1.0,
     log_level: LogOpt = "info",
 ) -> None:
-    """Bring up the whole product on the embedded store (collector, dashboard and demo traffic)
-    and print where to look."""
+    """Bring up the whole product on the embedded store (collector, dashboard, demo traffic) and print where to look."""
     from agentlat.collector.config import Settings
     from agentlat.collector.server import run_server
     from agentlat.dashboard.cli import beside
@@ -183,8 +182,11 @@ def demo(
     duration: Annotated[float, typer.Option("--duration", help="Seconds to run; 0 runs until interrupted.")] = 60.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the timing distributions.")] = 1,
 ) -> None:
-    """Generate a realistic agent workload (5 agent types, 3 services) through the real openai and
-    anthropic clients against a local fake model server, and send its spans to the collector."""
+    """Send a realistic agent workload (5 agent types, 3 services) to the collector.
+
+    The real openai and anthropic clients, instrumented by the SDK, call a local fake model server that streams
+    their wire formats with realistic time to first token and inter-token latency.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentlat._setup import resolve_endpoint
