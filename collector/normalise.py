@@ -4,7 +4,8 @@ Owns: recognising the dialect of one span (OTel GenAI + ``agentlat.*``, OpenInfe
 OpenLLMetry, Langfuse, Vercel AI SDK, vLLM, SGLang, Logfire), giving it a role, and
 turning its latency, token and prefetch facts into the ``DERIVED_NAMES`` columns, with
 every duration in milliseconds. Each dialect is one declarative ``Dialect`` table; adding
-a dialect is adding a table.
+a dialect is adding a table. A span the SDK marks as the inner layer of one of its model calls
+(``INNER_OF_MODEL_CALL``) is derived as its dialect says, but with Role "other".
 
 The tables are compiled once, at import, into the form the hot path wants (``derive`` runs
 once per ingested span): marker attributes into one rank map, so detection is a set
@@ -29,7 +30,7 @@ from agentlat import semconv as sc
 from agentlat.store.schema import DERIVED_DEFAULTS, DERIVED_NAMES
 from agentlat.stream_stats import gap_stats
 
-__all__ = ["DIALECTS", "Dialect", "derive"]
+__all__ = ["DIALECTS", "INNER_OF_MODEL_CALL", "Dialect", "derive"]
 
 Event = tuple[str, int, Mapping[str, object]]
 Converter = Callable[[object], object]
@@ -45,6 +46,7 @@ _ENTITY = "@entity"  # virtual column: Tool on tool spans, Agent on agent spans
 _DEFAULTS = {column: DERIVED_DEFAULTS[column] for column in DERIVED_NAMES}  # in column order
 _FIRST = -1  # priority of a column written before any source is read
 _OTHER = sc.ROLE_OTHER
+INNER_OF_MODEL_CALL = sc.INNER_OF_MODEL_CALL  # another instrumentation's view of an agentlat model call
 
 
 # --- converters: value -> converted | None (absent) | _BAD ------------------------------
@@ -281,6 +283,11 @@ _MODEL, _TOOL, _AGENT = sc.ROLE_MODEL, sc.ROLE_TOOL, sc.ROLE_AGENT
 _CHAT, _EMBED = (_MODEL, sc.OP_CHAT), (_MODEL, sc.OP_EMBEDDINGS)
 _COMPLETION = (_MODEL, sc.OP_TEXT_COMPLETION)
 _RUN_TOOL, _RUN_AGENT = (_TOOL, sc.OP_EXECUTE_TOOL), (_AGENT, sc.OP_INVOKE_AGENT)
+_GENAI_ROLES = {
+    **{op: (_MODEL, op) for op in sc.MODEL_OPERATIONS},
+    **{op: (_AGENT, op) for op in sc.AGENT_OPERATIONS},
+    sc.OP_EXECUTE_TOOL: _RUN_TOOL,
+}
 _USAGE = "langfuse.observation.usage_details"
 # Vercel's top-level calls run a whole multi-step loop (model and tool calls): the agent.
 _VERCEL_TOP = ("generateText", "streamText", "generateObject", "streamObject", "embed", "embedMany")
@@ -369,15 +376,27 @@ DIALECTS: tuple[Dialect, ...] = (
     ),
     Dialect(
         name="openllmetry",
-        markers=("traceloop.span.kind", "llm.request.type"),
-        kind_keys=("llm.request.type", "traceloop.span.kind"),
+        # 0.62+ writes GenAI names only, with no llm.request.type nor traceloop.span.kind: it is
+        # known by Traceloop's own attributes, which no GenAI convention or other dialect writes.
+        # gen_ai.is_streaming (llm.is_streaming before) is on every request span, True or False;
+        # gen_ai.openai.api_base on those of its openai instrumentation.
+        markers=(
+            "traceloop.span.kind",
+            "llm.request.type",
+            "gen_ai.is_streaming",
+            "llm.is_streaming",
+            "gen_ai.openai.api_base",
+        ),
+        kind_keys=("llm.request.type", "traceloop.span.kind", sc.GEN_AI_OPERATION_NAME),
         roles={
+            **_GENAI_ROLES,
             **{"chat": _CHAT, "completion": _COMPLETION, "embedding": _EMBED, "tool": _RUN_TOOL},
             **{"workflow": (_AGENT, sc.OP_INVOKE_WORKFLOW), "agent": _RUN_AGENT, "task": (_OTHER, "")},
         },
         sources={
             "DecodeMs": "llm.chat_completions.streaming_time_to_generate",
-            "Streaming": "llm.is_streaming",
+            "Streaming": ("gen_ai.is_streaming", "llm.is_streaming"),
+            "ReasoningTokens": ("gen_ai.usage.reasoning_tokens", "llm.usage.reasoning_tokens"),
             _ENTITY: "traceloop.entity.name",
         },
         extra=_chunk_events,
@@ -464,11 +483,7 @@ DIALECTS: tuple[Dialect, ...] = (
         name="genai",
         markers=(sc.GEN_AI_OPERATION_NAME,),
         kind_keys=(sc.GEN_AI_OPERATION_NAME,),
-        roles={
-            **{op: (_MODEL, op) for op in sc.MODEL_OPERATIONS},
-            **{op: (_AGENT, op) for op in sc.AGENT_OPERATIONS},
-            sc.OP_EXECUTE_TOOL: _RUN_TOOL,
-        },
+        roles=_GENAI_ROLES,
         sources={
             "TtftMs": sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
             "Streaming": sc.GEN_AI_REQUEST_STREAM,
@@ -648,6 +663,10 @@ def _derive(span: _Span, out: _Out) -> None:
         out.put(column, value)
     out.role, operation = _role(compiled, span, out)
     out.put("Role", out.role)
+    if INNER_OF_MODEL_CALL in span.attrs and out.read(span.attrs, INNER_OF_MODEL_CALL, _flag):
+        # an inner layer of one of our model calls: not another call. Only the Role column
+        # changes; out.role stays the dialect's, so everything else is derived as usual.
+        out.values["Role"] = _OTHER
     out.put("Dialect", dialect.name)
     if operation:
         out.put("Operation", operation)

@@ -26,6 +26,7 @@ from agentlat.demo import FakeLLM
 from agentlat.instrument._wrapper import is_patched
 from tests.fake_llm_fixtures import (
     TIMING,
+    TOLERANCE_MS,
     assert_kept_schedule,
     assert_near,
     best_of,
@@ -38,11 +39,6 @@ from tests.servers import ServerProcess
 
 MODEL = "gpt-fake-1"
 INSTRUMENTORS = {"openllmetry": OpenLLMetryInstrumentor, "openinference": OpenInferenceInstrumentor}
-# OpenLLMetry 0.62 writes GenAI attributes only (no llm.request.type or traceloop.span.kind), so the
-# collector reads its spans as plain GenAI ones, and reads no TTFT from its completion chunk events.
-OPENLLMETRY_UNRECOGNISED = pytest.mark.xfail(
-    strict=True, reason="the collector does not recognise OpenLLMetry 0.62's GenAI-only spans nor their chunk events"
-)
 
 
 def openai_classes() -> list[type]:
@@ -120,21 +116,23 @@ def test_span_is_a_model_call_with_usage(
     assert derived["CacheReadTokens"] == TIMING.cached_tokens
 
 
-@pytest.mark.parametrize(
-    "instrumented",
-    [pytest.param("openllmetry", marks=OPENLLMETRY_UNRECOGNISED), "openinference"],
-    indirect=True,
-)
 def test_dialect_and_ttft_of_a_stream(
     server: ServerProcess, llm: FakeLLM, instrumented: tuple[str, InMemorySpanExporter]
 ) -> None:
+    """OpenLLMetry 0.62 writes GenAI names only (no llm.request.type nor traceloop.span.kind), marks
+    the stream with gen_ai.is_streaming and times it with one completion chunk event per SSE chunk:
+    TTFT from the first, decode time to the last. OpenInference has one first-token event."""
     dialect, exporter = instrumented
 
     def check() -> None:
         derived, sent = stored_model_span(server, llm, exporter, stream=True)
-        assert (derived["Dialect"], derived["Streaming"]) == (dialect, 1)
+        assert (derived["Role"], derived["Dialect"], derived["Streaming"]) == ("model", dialect, 1)
         assert derived["TtftMs"] is not None, "no TTFT derived"
         assert_near(derived["TtftMs"], sent[0], "collector TtftMs")
+        if dialect == "openllmetry":
+            assert derived["DecodeMs"] is not None, "no decode time derived"
+            assert_near(derived["DecodeMs"], sent[-1] - sent[0], "collector DecodeMs")
+            assert derived["ItlMaxMs"] is not None and derived["ItlMaxMs"] >= TIMING.itl_ms - TOLERANCE_MS
 
     best_of(exporter, check)
 
@@ -142,5 +140,7 @@ def test_dialect_and_ttft_of_a_stream(
 def test_no_ttft_without_a_stream(
     server: ServerProcess, llm: FakeLLM, instrumented: tuple[str, InMemorySpanExporter]
 ) -> None:
-    derived, _ = stored_model_span(server, llm, instrumented[1], stream=False)
-    assert (derived["Role"], derived["TtftMs"]) == ("model", None)
+    dialect, exporter = instrumented
+    derived, _ = stored_model_span(server, llm, exporter, stream=False)
+    assert (derived["Role"], derived["Dialect"], derived["Streaming"]) == ("model", dialect, 0)
+    assert (derived["TtftMs"], derived["DecodeMs"], derived["ItlMeanMs"]) == (None, None, None)

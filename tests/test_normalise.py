@@ -377,6 +377,124 @@ DIALECT_CASES = [
         duration_ms=3000,
         events=((CHUNK, 100.0), (CHUNK, 150.0)),
     ),
+    # 0.62 (opentelemetry-instrumentation-openai 0.62.4, as recorded against the fake model):
+    # GenAI names only, no llm.request.type nor traceloop.span.kind.
+    Case(
+        "openllmetry-0.62-genai-only-stream",
+        "openai.chat",
+        {
+            "gen_ai.input.messages": '[{"role": "user", "parts": [{"content": "hi", "type": "text"}]}]',
+            "gen_ai.is_streaming": True,
+            "gen_ai.openai.api_base": "http://127.0.0.1:35123/v1/",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.output.messages": (
+                '[{"role": "assistant", "parts": [{"content": "tok0 tok1 tok2 tok3 ", "type": "text"}], '
+                '"finish_reason": "stop"}]'
+            ),
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-fake-1",
+            "gen_ai.response.finish_reasons": ["stop"],
+            "gen_ai.response.id": "chatcmpl-db4f3c7c81b5134d",
+            "gen_ai.response.model": "gpt-fake-1",
+            "gen_ai.usage.cache_read.input_tokens": 7,
+            "gen_ai.usage.input_tokens": 50,
+            "gen_ai.usage.output_tokens": 4,
+            "gen_ai.usage.total_tokens": 54,
+        },
+        {
+            **MODEL,
+            "Dialect": "openllmetry",
+            "Operation": "chat",
+            "Provider": "openai",
+            "Model": "gpt-fake-1",
+            "Streaming": 1,
+            "TtftMs": 120.0,
+            "DecodeMs": 46.5,
+            # one event per SSE chunk: the role chunk comes with the first token, the finish and
+            # usage chunks with the last, so three of the six gaps are near zero
+            "ItlMeanMs": 7.75,
+            "ItlP50Ms": 7.75,
+            "ItlP95Ms": 15.0,
+            "ItlMaxMs": 15.0,
+            "InputTokens": 50,
+            "OutputTokens": 4,
+            "CacheReadTokens": 7,
+        },
+        duration_ms=170,
+        events=tuple((CHUNK, at) for at in (120.0, 120.5, 135.5, 150.5, 165.5, 166.0, 166.5)),
+    ),
+    Case(
+        "openllmetry-0.62-genai-only-whole",
+        "openai.chat",
+        {
+            "gen_ai.input.messages": '[{"role": "user", "parts": [{"content": "hi", "type": "text"}]}]',
+            "gen_ai.is_streaming": False,
+            "gen_ai.openai.api_base": "http://127.0.0.1:35123/v1/",
+            "gen_ai.openai.response.system_fingerprint": "fp_fake",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.output.messages": '[{"role": "assistant", "parts": [], "finish_reason": "stop"}]',
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-fake-1",
+            "gen_ai.response.finish_reasons": ["stop"],
+            "gen_ai.response.id": "chatcmpl-c376460ce11ad3c3",
+            "gen_ai.response.model": "gpt-fake-1",
+            "gen_ai.usage.cache_read.input_tokens": 7,
+            "gen_ai.usage.input_tokens": 50,
+            "gen_ai.usage.output_tokens": 10,
+            "gen_ai.usage.reasoning_tokens": 0,
+            "gen_ai.usage.total_tokens": 60,
+            "openai.response.service_tier": "default",
+        },
+        {
+            **MODEL,
+            "Dialect": "openllmetry",
+            "Operation": "chat",
+            "Provider": "openai",
+            "Model": "gpt-fake-1",
+            "InputTokens": 50,
+            "OutputTokens": 10,
+            "CacheReadTokens": 7,
+            "ReasoningTokens": 0,
+        },
+    ),
+    Case(
+        "openllmetry-0.62-responses-stream-without-chunk-events",
+        "openai.response",
+        {
+            "gen_ai.is_streaming": True,
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-fake-1",
+            "gen_ai.usage.input_tokens": 50,
+            "gen_ai.usage.reasoning_tokens": 3,
+        },
+        {
+            **MODEL,
+            "Dialect": "openllmetry",
+            "Operation": "chat",
+            "Provider": "openai",
+            "Model": "gpt-fake-1",
+            "Streaming": 1,
+            "InputTokens": 50,
+            "ReasoningTokens": 3,
+        },
+    ),
+    Case(
+        "openllmetry-0.62-embeddings-known-by-api-base",
+        "openai.embeddings",
+        {
+            "gen_ai.openai.api_base": "https://api.openai.com/v1/",
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.request.model": "text-embedding-3-small",
+        },
+        {**MODEL, "Dialect": "openllmetry", "Operation": "embeddings", "Model": "text-embedding-3-small"},
+    ),
+    Case(
+        "openllmetry-legacy-is-streaming-name",
+        "openai.completion",
+        {"llm.is_streaming": "true", "gen_ai.operation.name": "text_completion", "llm.usage.reasoning_tokens": 2},
+        {**MODEL, "Dialect": "openllmetry", "Operation": "text_completion", "Streaming": 1, "ReasoningTokens": 2},
+    ),
     Case(
         "openllmetry-tool",
         "get_weather.tool",
@@ -894,6 +1012,18 @@ EDGE_CASES = [
         kind="Server",
     ),
     Case(
+        "genai-span-with-total-tokens-stays-genai",  # others write it too: not an OpenLLMetry marker
+        "chat gpt-4o",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.stream": True,
+            "gen_ai.response.time_to_first_chunk": 0.1,
+            "gen_ai.usage.total_tokens": 60,
+            "llm.usage.total_tokens": 60,
+        },
+        {**GENAI_CHAT, "Streaming": 1, "TtftMs": 100.0},
+    ),
+    Case(
         "kind-attribute-not-text",
         "x",
         {"openinference.span.kind": 5},
@@ -901,6 +1031,139 @@ EDGE_CASES = [
         flags=("bad_attribute:openinference.span.kind",),
     ),
 ]
+
+
+# --- agentlat.inner_of_model_call: another instrumentation's span inside one of our model calls
+INNER = "agentlat.inner_of_model_call"
+ANTHROPIC_NATIVE = {  # the anthropic SDK's own span of a streamed messages.create call
+    "gen_ai.provider.name": "anthropic",
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "claude-sonnet-4-5",
+    "gen_ai.request.max_tokens": 1024,
+    "gen_ai.request.stream": True,
+    "gen_ai.response.id": "msg_01",
+    "gen_ai.response.model": "claude-sonnet-4-5-20250929",
+    "gen_ai.usage.cache_read.input_tokens": 7,
+    "gen_ai.usage.output_tokens": 10,
+    "anthropic.request.id": "req_01",
+    "anthropic.message.stop_reason": "end_turn",
+    "http.request.method": "POST",
+    "http.response.status_code": 200,
+    "server.address": "api.anthropic.com",
+}
+ANTHROPIC_DERIVED = {
+    "Dialect": "genai",
+    "Operation": "chat",
+    "Provider": "anthropic",
+    "Model": "claude-sonnet-4-5-20250929",
+    "Streaming": 1,
+    "OutputTokens": 10,
+    "CacheReadTokens": 7,
+}
+GENAI_TIMED = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "gpt-4o",
+    "gen_ai.request.stream": True,
+    "gen_ai.response.time_to_first_chunk": 0.12,
+    "agentlat.decode.duration": 0.5,
+    "gen_ai.usage.output_tokens": 30,
+}
+GENAI_TIMED_DERIVED = {
+    "Dialect": "genai",
+    "Operation": "chat",
+    "Model": "gpt-4o",
+    "Streaming": 1,
+    "TtftMs": 120.0,
+    "DecodeMs": 500.0,
+    "OutputTokens": 30,
+}
+
+INNER_CASES = [
+    Case(
+        "genai-chat-inner-is-other",
+        "chat gpt-4o",
+        {**GENAI_TIMED, INNER: True},
+        {"Role": "other", **GENAI_TIMED_DERIVED},
+    ),
+    Case("genai-chat-not-inner-is-model", "chat gpt-4o", GENAI_TIMED, {**MODEL, **GENAI_TIMED_DERIVED}),
+    Case(
+        "genai-chat-inner-false-is-model",
+        "chat gpt-4o",
+        {**GENAI_TIMED, INNER: False},
+        {**MODEL, **GENAI_TIMED_DERIVED},
+    ),
+    Case(
+        "anthropic-native-inner-is-other",
+        "anthropic.messages.create",
+        {**ANTHROPIC_NATIVE, INNER: True},
+        {"Role": "other", **ANTHROPIC_DERIVED},
+    ),
+    Case(
+        "anthropic-native-inner-as-text-is-other",
+        "anthropic.messages.create",
+        {**ANTHROPIC_NATIVE, INNER: "true"},
+        {"Role": "other", **ANTHROPIC_DERIVED},
+    ),
+    Case(
+        "anthropic-native-alone-is-model", "anthropic.messages.create", ANTHROPIC_NATIVE, {**MODEL, **ANTHROPIC_DERIVED}
+    ),
+    Case(
+        "openllmetry-inner-keeps-its-chunk-timing",
+        "openai.chat",
+        {"gen_ai.is_streaming": True, "gen_ai.operation.name": "chat", INNER: "1"},
+        {
+            "Role": "other",
+            "Dialect": "openllmetry",
+            "Operation": "chat",
+            "Streaming": 1,
+            "TtftMs": 100.0,
+            "DecodeMs": 20.0,
+            "ItlMeanMs": 10.0,
+            "ItlP50Ms": 10.0,
+            "ItlP95Ms": 10.0,
+            "ItlMaxMs": 10.0,
+        },
+        events=((CHUNK, 100.0), (CHUNK, 110.0), (CHUNK, 120.0)),
+    ),
+    Case(
+        "logfire-inner-keeps-its-model-ttft",  # the dialect's role still drives the derivation
+        "Chat Completion with {request_data[model]!r}",
+        {"logfire.msg_template": "Chat Completion with {request_data[model]!r}", "gen_ai.request.stream": True}
+        | {INNER: True},
+        {"Role": "other", "Dialect": "logfire", "Operation": "chat", "Streaming": 1, "TtftMs": 350.0},
+        duration_ms=350,
+    ),
+    Case(
+        "fixed-role-dialect-inner-is-other",
+        "llm_request",
+        {"gen_ai.latency.time_in_queue": 0.01, INNER: True},
+        {"Role": "other", "Dialect": "vllm", "Provider": "vllm", "IsServerSpan": 1, "QueueMs": 10.0},
+        kind="Server",
+    ),
+    Case(
+        "inner-of-wrong-type-is-flagged-and-ignored",
+        "anthropic.messages.create",
+        {**ANTHROPIC_NATIVE, INNER: "yes"},
+        {**MODEL, **ANTHROPIC_DERIVED},
+        flags=(f"bad_attribute:{INNER}",),
+    ),
+    Case(
+        "inner-as-a-list-is-flagged-and-ignored",
+        "chat gpt-4o",
+        {**GENAI_TIMED, INNER: [True]},
+        {**MODEL, **GENAI_TIMED_DERIVED},
+        flags=(f"bad_attribute:{INNER}",),
+    ),
+]
+
+
+def test_inner_attribute_name() -> None:
+    assert normalise.INNER_OF_MODEL_CALL == INNER
+
+
+@pytest.mark.parametrize("case", INNER_CASES, ids=lambda c: c.id)
+def test_inner_of_model_call(case: Case) -> None:
+    check(case)
 
 
 @pytest.mark.parametrize("case", DIALECT_CASES, ids=lambda c: c.id)
@@ -979,7 +1242,7 @@ def test_imports_only_vocabulary_stream_stats_schema_and_stdlib() -> None:
 # --- garbage in, never an exception out -------------------------------------------------
 
 FUZZ_KEYS = sorted(
-    {key for case in DIALECT_CASES + EDGE_CASES for key in case.attrs}
+    {key for case in DIALECT_CASES + EDGE_CASES + INNER_CASES for key in case.attrs}
     | {"sglang.x", "gen_ai.latency.time_to_first_token", "langfuse.observation.completion_start_time"}
     | {"ai.operationId", "ai.response.msToFinish", "duration", "logfire.msg_template", "traceloop.span.kind"}
 )
@@ -1099,7 +1362,7 @@ def test_compiled_form(case: Case) -> None:
 
 
 def test_caller_attributes_are_left_unchanged() -> None:
-    for case in DIALECT_CASES + EDGE_CASES:
+    for case in DIALECT_CASES + EDGE_CASES + INNER_CASES:
         before = dict(case.attrs)
         run(case)
         assert case.attrs == before, case.id
