@@ -7,6 +7,7 @@ only place that also mounts routes of the alerts package.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,10 +15,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from agentlat import __version__
+from agentlat.alerts import alert_api
 from agentlat.alerts import api as budgets_api
+from agentlat.alerts.service import AlertService
 from agentlat.collector import api, keys_api, receiver
 from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
@@ -76,6 +80,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     )
     pipeline.on_written(assembler.observe)
     pipeline.on_written(lambda batch: rollups.mark(minutes_of(batch)))
+    alerting = AlertService(store, settings.alerts_path) if settings.alerts_path else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,8 +93,12 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             grpc_server = start_grpc_server(
                 settings.host, settings.grpc_port, app.state.ingestor, authenticator, settings.max_body_bytes
             )
+        if alerting is not None:
+            alerting.start()
         log.info("store: %s; write-ahead log: %s", store.description, settings.resolved_wal_dir)
         yield
+        if alerting is not None:
+            alerting.stop()
         if grpc_server is not None:
             grpc_server.stop(grace=5).wait()
         pipeline.stop()
@@ -113,6 +122,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.include_router(receiver.make_router(ingestor, settings.max_body_bytes, project_of))
     app.include_router(api.make_router(store, project_of))
     app.include_router(budgets_api.make_router(store, settings.budgets_path, project_of))
+    app.include_router(alert_api.make_router(store, alerting, project_of))
     app.include_router(keys_api.make_router(authenticator, caller_of))
     _add_health(app, store, pipeline)
     _add_metrics(app, metrics, authenticator, caller_of)
@@ -129,7 +139,9 @@ def _add_health(app: FastAPI, store: Store, pipeline: IngestPipeline) -> None:
     async def readyz() -> JSONResponse:
         problems = []
         try:
-            store.ping()
+            await asyncio.wait_for(run_in_threadpool(store.ping), timeout=5)
+        except TimeoutError:
+            problems.append("store: no answer within 5 s")
         except StoreError as exc:
             problems.append(f"store: {exc}")
         if not pipeline.writer_alive():

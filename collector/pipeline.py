@@ -24,10 +24,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from agentlat.collector.wal import Position, WriteAheadLog
-from agentlat.store import Store, StoreError
+from agentlat.store import Store, StoreError, StoreUnavailable
 from agentlat.store.backends import from_arrow_stream, to_arrow_stream
 
 log = logging.getLogger("agentlat.collector")
+
+MAX_REJECTIONS = 5  # attempts before a batch the store keeps refusing is set aside
 
 
 class Backpressure(Exception):
@@ -50,6 +52,7 @@ class PipelineStats:
     spans_written: int = 0
     inserts: int = 0
     store_errors: int = 0
+    dead_lettered: int = 0
     last_insert_seconds: float = 0.0
 
 
@@ -113,11 +116,21 @@ class IngestPipeline:
             self._release(len(payload))
             raise
 
+    def check_room(self) -> None:
+        """Refuse early (before a request is even decoded) when the log is already full."""
+        if self._pending_bytes >= self.max_pending_bytes:
+            raise self._full()
+
+    def _full(self) -> Backpressure:
+        reason = "the store is unavailable" if not self.store_available else "ingest is behind"
+        return Backpressure(f"{reason}; {self._pending_bytes} bytes waiting", retry_after=5)
+
     def _reserve(self, size: int) -> None:
         with self._pending_lock:
-            if self._pending_bytes + size > self.max_pending_bytes:
-                reason = "the store is unavailable" if not self.store_available else "ingest is behind"
-                raise Backpressure(f"{reason}; {self._pending_bytes} bytes waiting", retry_after=5)
+            # A batch larger than the whole allowance still goes through when nothing waits,
+            # or it would be refused forever.
+            if self._pending_bytes and self._pending_bytes + size > self.max_pending_bytes:
+                raise self._full()
             self._pending_bytes += size
 
     def _release(self, size: int) -> None:
@@ -161,30 +174,59 @@ class IngestPipeline:
         return items
 
     def _insert(self, items: list[_Logged]) -> bool:
+        """Write a batch; retry while the store is unavailable, set aside what it rejects."""
         table = pa.concat_tables([item.batch for item in items])
-        delay = 0.1
+        delay, rejections = 0.1, 0
         while True:
             started = time.perf_counter()
             try:
                 self.store.insert_spans(table)
+            except StoreUnavailable as exc:
+                self._note_failure(exc)
             except StoreError as exc:
-                self.stats.store_errors += 1
-                if self.store_available:
-                    log.warning("store write failed, retrying with backoff: %s", exc)
-                self.store_available = False
-                if self._stopping.wait(delay):
-                    return False
-                delay = min(delay * 2, 5.0)
-                continue
-            if not self.store_available:
-                log.info("store is writable again")
-            self.store_available = True
-            self.stats.inserts += 1
-            self.stats.spans_written += table.num_rows
-            self.stats.last_insert_seconds = time.perf_counter() - started
-            self._observe_insert(self.stats.last_insert_seconds)
-            self._notify(table)
-            return True
+                # Not an outage: the store refuses this batch. Retry a few times (it may be a
+                # transient error the backend could not classify), then set it aside so one
+                # bad batch cannot stop ingest for good.
+                self._note_failure(exc)
+                rejections += 1
+                if rejections >= MAX_REJECTIONS:
+                    self._dead_letter(table, exc)
+                    return True
+            else:
+                self._written(table, started)
+                return True
+            if self._stopping.wait(delay):
+                return False
+            delay = min(delay * 2, 5.0)
+
+    def _note_failure(self, exc: StoreError) -> None:
+        self.stats.store_errors += 1
+        if self.store_available:
+            log.warning("store write failed, retrying with backoff: %s", exc)
+        self.store_available = False
+
+    def _dead_letter(self, table: pa.Table, exc: StoreError) -> None:
+        folder = self.wal.directory / "dead-letter"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"batch-{time.time_ns()}.arrows"
+        path.write_bytes(to_arrow_stream(table))
+        self.stats.dead_lettered += table.num_rows
+        self.store_available = True
+        log.error(
+            "the store rejected a batch of %d spans %d times (%s); it is kept in %s for inspection and "
+            "ingest continues",
+            table.num_rows, MAX_REJECTIONS, exc, path,
+        )  # fmt: skip
+
+    def _written(self, table: pa.Table, started: float) -> None:
+        if not self.store_available:
+            log.info("store is writable again")
+        self.store_available = True
+        self.stats.inserts += 1
+        self.stats.spans_written += table.num_rows
+        self.stats.last_insert_seconds = time.perf_counter() - started
+        self._observe_insert(self.stats.last_insert_seconds)
+        self._notify(table)
 
     def _notify(self, table: pa.Table) -> None:
         for listener in self._listeners:

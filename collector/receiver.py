@@ -9,6 +9,7 @@ Retry-After when the store is too far behind.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
 from collections.abc import Callable
@@ -39,12 +40,16 @@ class RejectedRequest(Exception):
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
 
+DECODE_CONCURRENCY = 2  # a decoded request takes ~10x its body in memory: bound how many at once
+
+
 def make_router(ingestor: Ingestor, max_body_bytes: int, project_of: Callable[[Request], str]) -> APIRouter:
     router = APIRouter()
+    decoding = asyncio.Semaphore(DECODE_CONCURRENCY)
 
     @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
     async def export_traces(request: Request) -> Response:
-        response = await _export(request, ingestor, max_body_bytes, project_of)
+        response = await _export(request, ingestor, max_body_bytes, project_of, decoding)
         ingestor.metrics.requests.labels("http", str(response.status_code)).inc()
         return response
 
@@ -52,7 +57,11 @@ def make_router(ingestor: Ingestor, max_body_bytes: int, project_of: Callable[[R
 
 
 async def _export(
-    request: Request, ingestor: Ingestor, max_body_bytes: int, project_of: Callable[[Request], str]
+    request: Request,
+    ingestor: Ingestor,
+    max_body_bytes: int,
+    project_of: Callable[[Request], str],
+    decoding: asyncio.Semaphore,
 ) -> Response:
     media = _media_type(request)
     try:
@@ -63,9 +72,12 @@ async def _export(
                 f"unsupported Content-Type {request.headers.get('content-type')!r}; send {PROTOBUF} or {JSON}",
             )
         project = _project(project_of, request)
+        _check_room(ingestor)  # refuse before reading and decoding when the log is full
         body = await _read_body(request, max_body_bytes)
-        message = await run_in_threadpool(_parse, body, media)
-        decoded = await run_in_threadpool(_accept, ingestor, message, project)
+        async with decoding:
+            _check_room(ingestor)  # again: the log may have filled while this request waited
+            message = await run_in_threadpool(_parse, body, media)
+            decoded = await run_in_threadpool(_accept, ingestor, message, project)
         return _success(media, decoded)
     except RejectedRequest as rejected:
         return _failure(media or JSON, rejected)
@@ -127,6 +139,13 @@ def _too_large(limit: int, after_decompression: bool = False) -> RejectedRequest
         code_pb2.RESOURCE_EXHAUSTED,
         f"body is larger than {limit} bytes{where}; send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)",
     )
+
+
+def _check_room(ingestor: Ingestor) -> None:
+    try:
+        ingestor.pipeline.check_room()
+    except Backpressure as exc:
+        raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
 
 
 def _parse(body: bytes, media: str) -> ExportTraceServiceRequest:

@@ -122,21 +122,35 @@ def _quote(value: Any) -> str:
 
 
 class ClickHouseBackend:
-    """A ClickHouse server or cluster through clickhouse-connect (HTTP interface)."""
+    """A ClickHouse server or cluster through clickhouse-connect (HTTP interface).
+
+    The database named in the URL is created when it does not exist yet (as the OpenTelemetry
+    Collector's ClickHouse exporter does), so a fresh server needs no manual step.
+
+    Calls are not serialised: without a session id clickhouse-connect's client is thread-safe,
+    and a slow insert must not hold up queries and health checks behind it.
+    """
 
     name = "clickhouse"
 
     def __init__(self, url: str) -> None:
-        import clickhouse_connect
+        from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
         try:
-            self._client = clickhouse_connect.get_client(dsn=url, autogenerate_session_id=False)
-        except Exception as exc:
+            try:
+                self._client = _connect(url)
+            except DatabaseError as exc:
+                if getattr(exc, "code", None) != _UNKNOWN_DATABASE or isinstance(exc, OperationalError):
+                    raise
+                _create_database(url)
+                self._client = _connect(url)
+        except OperationalError as exc:
             raise StoreUnavailable(
                 f"cannot reach ClickHouse at {_redact(url)}: {exc}. "
                 "Check the URL (http://user:password@host:8123/database) and that the server is up."
             ) from None
-        self._lock = threading.Lock()
+        except DatabaseError as exc:
+            raise StoreError(f"ClickHouse at {_redact(url)} refused the connection: {exc}") from None
 
     def execute(self, sql: str, params: Params | None = None) -> None:
         self._call(self._client.command, sql, parameters=params or None)
@@ -151,15 +165,55 @@ class ClickHouseBackend:
         from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
         try:
-            with self._lock:
-                return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         except OperationalError as exc:
             raise StoreUnavailable(str(exc)) from None
         except DatabaseError as exc:
+            if getattr(exc, "code", None) in _TRANSIENT_CODES:
+                raise StoreUnavailable(str(exc)) from None
             raise StoreError(str(exc)) from None
 
     def close(self) -> None:
         self._client.close()
+
+
+_UNKNOWN_DATABASE = 81
+# Server errors that say "not now" rather than "never": overload, timeouts, replicas or Keeper away.
+_TRANSIENT_CODES = frozenset(
+    {
+        159,  # TIMEOUT_EXCEEDED
+        202,  # TOO_MANY_SIMULTANEOUS_QUERIES
+        209,  # SOCKET_TIMEOUT
+        210,  # NETWORK_ERROR
+        241,  # MEMORY_LIMIT_EXCEEDED
+        242,  # TABLE_IS_READ_ONLY
+        252,  # TOO_MANY_PARTS
+        999,  # KEEPER_EXCEPTION
+    }
+)
+
+
+def _connect(url: str) -> Any:
+    import clickhouse_connect
+
+    # Arguments in the URL's query string (compress=, connect_timeout=, ...) take precedence.
+    return clickhouse_connect.get_client(dsn=url, autogenerate_session_id=False)
+
+
+def _create_database(url: str) -> None:
+    """``CREATE DATABASE IF NOT EXISTS`` for the database the URL names, through a client without one."""
+    from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+    from clickhouse_connect.driver.binding import quote_identifier
+
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "database"]
+    database = dict(parse_qsl(parts.query)).get("database") or unquote(parts.path[1:].split("/")[0])
+    client = _connect(parts._replace(path="/", query=urlencode(query)).geturl())
+    try:
+        client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
+    finally:
+        client.close()
 
 
 def _redact(url: str) -> str:
