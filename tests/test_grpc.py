@@ -55,10 +55,14 @@ def test_real_grpc_exporter_lands_spans(tmp_path: Path) -> None:
 
 
 def test_backpressure_is_unavailable_with_retry_info(tmp_path: Path) -> None:
-    server = grpc_server(tmp_path, AGENTLAT_MAX_PENDING_BYTES="1")
+    # The writer holds the first batch (long flush interval), so the log stays over its 1-byte
+    # allowance and the next request must be told to retry.
+    server = grpc_server(tmp_path, AGENTLAT_MAX_PENDING_BYTES="1", AGENTLAT_FLUSH_INTERVAL="60")
     try:
+        port = int(server.env["AGENTLAT_GRPC_PORT"])
+        assert export(port, [SpanSpec("logged")]).ByteSize() == 0
         with pytest.raises(grpc.RpcError) as raised:
-            export(int(server.env["AGENTLAT_GRPC_PORT"]), [SpanSpec("refused")])
+            export(port, [SpanSpec("refused")])
         assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
         status = rpc_status.from_call(raised.value)
         retry = error_details_pb2.RetryInfo()
