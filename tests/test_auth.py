@@ -17,8 +17,10 @@ from tests.servers import AGENTLAT, ServerProcess, wait_for
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
-def create_key(data: Path, *args: str) -> str:
-    result = subprocess.run([AGENTLAT, "keys", "create", "--data", str(data), *args], capture_output=True, text=True,
+def create_key(workdir: Path, *args: str) -> str:
+    """A key created offline in the store the workdir's server will use (embedded or ClickHouse)."""
+    store = ServerProcess(workdir).store_args()
+    result = subprocess.run([AGENTLAT, "keys", "create", *store, *args], capture_output=True, text=True,
                             timeout=120, check=True)  # fmt: skip
     return result.stdout.strip()
 
@@ -40,9 +42,9 @@ class Keyed:
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keyed]:
     workdir = tmp_path_factory.mktemp("keys")
     keys = {
-        "admin": create_key(workdir / "data", "--admin", "--name", "ops"),
-        "a": create_key(workdir / "data", "--project", "alpha"),
-        "b": create_key(workdir / "data", "--project", "beta"),
+        "admin": create_key(workdir, "--admin", "--name", "ops"),
+        "a": create_key(workdir, "--project", "alpha"),
+        "b": create_key(workdir, "--project", "beta"),
     }
     server = ServerProcess(workdir, extra_env={"AGENTLAT_REQUIRE_KEYS": "1", "AGENTLAT_RATE_LIMIT": "1000"}).start()
     traces = {}
@@ -137,7 +139,7 @@ def test_keys_created_and_revoked_through_the_api(keyed: Keyed) -> None:
 
 
 def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
-    key = create_key(tmp_path / "data", "--project", "rl")
+    key = create_key(tmp_path, "--project", "rl")
     server = ServerProcess(tmp_path, extra_env={"AGENTLAT_REQUIRE_KEYS": "1", "AGENTLAT_RATE_LIMIT": "2"}).start()
     try:
         codes = [httpx.get(f"{server.url}/api/v1/traces", headers=bearer(key), timeout=30) for _ in range(8)]
@@ -165,7 +167,7 @@ def test_public_bind_without_keys_refuses_to_start(tmp_path: Path) -> None:
 
 
 def test_keys_cli_lists_and_revokes_offline(tmp_path: Path) -> None:
-    key = create_key(tmp_path / "data", "--project", "p1", "--name", "laptop")
+    key = create_key(tmp_path, "--project", "p1", "--name", "laptop")
     key_id = key.split("_")[1]
     listed = subprocess.run([AGENTLAT, "keys", "list", "--data", str(tmp_path / "data")], capture_output=True,
                             text=True, timeout=120, check=True, env={"COLUMNS": "200", "PATH": ""}).stdout  # fmt: skip

@@ -72,7 +72,7 @@ def test_backpressure_is_unavailable_with_retry_info(tmp_path: Path) -> None:
 
 
 def test_grpc_requires_keys_when_the_server_does(tmp_path: Path) -> None:
-    key = create_key(tmp_path / "data", "--project", "grpc-proj")
+    key = create_key(tmp_path, "--project", "grpc-proj")
     server = grpc_server(tmp_path, AGENTLAT_REQUIRE_KEYS="1")
     try:
         port = int(server.env["AGENTLAT_GRPC_PORT"])
