@@ -11,14 +11,12 @@ says too little to pass or fail.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from agentlat.alerts.yamlfile import LATENCY_EXPECTED, FieldParser, Marked, latency_ms, load_yaml
 from agentlat.errors import ConfigError
 
 METRICS = ("ttft", "itl", "e2e", "model", "tool")  # names of the query API's metrics
@@ -30,7 +28,6 @@ STATUSES = ("pass", "breach", "insufficient")
 EXIT_PASS, EXIT_BREACH, EXIT_INSUFFICIENT = 0, 1, 3  # the CLI exits 2 on usage and file errors
 
 TOP_LEVEL_KEYS = ("version", "type", "service", "min_samples", "default", "routes", "agents")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,38 +136,6 @@ class Budgets:
 # --- loading and validation -----------------------------------------------------------
 
 
-class _Mapping(dict):
-    """A YAML mapping that remembers the line of itself and of each key."""
-
-    line: int
-    lines: dict[Any, int]
-
-
-class _MarkedLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings carry line numbers and which rejects duplicate keys."""
-
-
-def _construct_mapping(loader: _MarkedLoader, node: yaml.MappingNode) -> _Mapping:
-    loader.flatten_mapping(node)
-    out = _Mapping()
-    out.line, out.lines = node.start_mark.line + 1, {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        line = key_node.start_mark.line + 1
-        if not isinstance(key, str | int | float | bool):
-            raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value", key_node.start_mark)
-        if key in out:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first on line {out.lines[key]})", key_node.start_mark
-            )
-        out[key] = loader.construct_object(value_node, deep=True)
-        out.lines[key] = line
-    return out
-
-
-_MarkedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def load_budgets(path: str | Path) -> Budgets:
     """Read and validate a budgets file; errors name the file, line, field and what was expected."""
     path = Path(path)
@@ -185,42 +150,11 @@ def load_budgets(path: str | Path) -> Budgets:
 
 def parse_budgets(text: str, path: str = "<budgets>") -> Budgets:
     """Validate budgets YAML; ``path`` names it in error messages."""
-    try:
-        document = yaml.load(text, Loader=_MarkedLoader)  # a SafeLoader subclass: no arbitrary objects
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        raise BudgetError(f"{path}:{line}: not valid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:  # e.g. characters YAML does not allow
-        raise BudgetError(f"{path}: not valid YAML: {exc}") from None
-    return _Parser(path).document(document)
+    return _Parser(path, BudgetError).document(load_yaml(text, path, BudgetError))
 
 
-_NOTHING = object()
-
-
-class _Parser:
+class _Parser(FieldParser):
     """Turns the loaded YAML into ``Budgets``, raising at the first problem it finds."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, line: int, where: str, expected: str, got: Any = _NOTHING) -> BudgetError:
-        suffix = "" if got is _NOTHING else f", got {got!r}"
-        return BudgetError(f"{self.path}:{line}: {where}: expected {expected}{suffix}")
-
-    def mapping(self, value: Any, line: int, where: str, expected: str) -> _Mapping:
-        if not isinstance(value, _Mapping):
-            raise self.fail(line, where, expected, value)
-        return value
-
-    def keys(self, node: _Mapping, allowed: Iterable[str], where: str) -> None:
-        allowed = tuple(allowed)
-        for key in node:
-            if key not in allowed:
-                raise BudgetError(
-                    f"{self.path}:{node.lines[key]}: {where}{key}: unknown field; expected one of {', '.join(allowed)}"
-                )
 
     def document(self, doc: Any) -> Budgets:
         if doc is None:
@@ -242,19 +176,19 @@ class _Parser:
             raise self.fail(root.line, "the file", "at least one budget under default, routes or agents")
         return budgets
 
-    def _type(self, root: _Mapping) -> str | None:
+    def _type(self, root: Marked) -> str | None:
         kind = root.get("type")
         if kind is not None and kind not in AGENT_TYPES:
             raise self.fail(root.lines["type"], "type", f"one of {', '.join(AGENT_TYPES)}", kind)
         return kind
 
-    def _service(self, root: _Mapping) -> str | None:
+    def _service(self, root: Marked) -> str | None:
         service = root.get("service")
         if service is not None and (not isinstance(service, str) or not service):
             raise self.fail(root.lines["service"], "service", "a service name", service)
         return service
 
-    def _min_samples(self, root: _Mapping) -> dict[str, int]:
+    def _min_samples(self, root: Marked) -> dict[str, int]:
         out = dict(DEFAULT_MIN_SAMPLES)
         if "min_samples" not in root:
             return out
@@ -266,7 +200,7 @@ class _Parser:
             out[pct] = value
         return out
 
-    def _default(self, root: _Mapping) -> dict[tuple[str, str], Threshold]:
+    def _default(self, root: Marked) -> dict[tuple[str, str], Threshold]:
         if root.get("default") is None:
             return {}
         budgets = self._metrics(root["default"], root.lines["default"], "default")
@@ -277,7 +211,7 @@ class _Parser:
             raise self.fail(line, f"default.{metric}.{pct}", "a duration (null only drops a default in a route)")
         return {key: t for key, t in budgets.items() if t is not None}
 
-    def _targets(self, root: _Mapping, section: str, dimension: str) -> tuple[Target, ...]:
+    def _targets(self, root: Marked, section: str, dimension: str) -> tuple[Target, ...]:
         if root.get(section) is None:
             return ()
         node = self.mapping(root[section], root.lines[section], section, f"a mapping of {dimension} name to budgets")
@@ -305,17 +239,9 @@ class _Parser:
     def _duration(self, raw: Any, line: int, where: str) -> float | None:
         if raw is None:
             return None
-        expected = "a duration > 0: milliseconds (800), or a string with a unit ('800ms', '1.5s')"
-        if isinstance(raw, bool):
-            raise self.fail(line, where, expected, raw)
-        if isinstance(raw, int | float):
-            ms = float(raw)
-        elif isinstance(raw, str) and (match := _DURATION.match(raw)):
-            ms = float(match.group(1)) * (1000.0 if match.group(2) == "s" else 1.0)
-        else:
-            raise self.fail(line, where, expected, raw)
-        if not ms > 0:
-            raise self.fail(line, where, expected, raw)
+        ms = latency_ms(raw)
+        if ms is None:
+            raise self.fail(line, where, LATENCY_EXPECTED, raw)
         return ms
 
 

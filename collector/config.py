@@ -33,6 +33,7 @@ class Settings:
     rate_limit: float = 200.0  # requests per second per API key; 0 turns the limit off
     grpc_port: int = 4317  # 0 turns OTLP/gRPC off
     budgets_path: Path | None = None  # latency budgets served at /api/v1/budgets
+    alerts_path: Path | None = None  # alert rules evaluated in the server (docs/alerts.md)
 
     @property
     def resolved_wal_dir(self) -> Path:
@@ -108,4 +109,5 @@ _ENV: tuple[tuple[str, str, Any], ...] = (
     ("rate_limit", "AGENTLAT_RATE_LIMIT", float),
     ("grpc_port", "AGENTLAT_GRPC_PORT", int),
     ("budgets_path", "AGENTLAT_BUDGETS", Path),
+    ("alerts_path", "AGENTLAT_ALERTS", Path),
 )

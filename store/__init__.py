@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from agentlat.store import advice, analysis, queries
+from agentlat.store.alerts import AlertTables
 from agentlat.store.analysis import ROLLUP_METRICS
 from agentlat.store.backends import (
     Backend,
@@ -42,6 +43,7 @@ __all__ = [
     "ROLLUP_DIMENSIONS",
     "ROLLUP_METRICS",
     "SPAN_ARROW_SCHEMA",
+    "AlertTables",
     "ApiKeyRecord",
     "PercentileRow",
     "SpanFilter",
@@ -135,6 +137,11 @@ class Store:
         )
         rows = self.backend.query_arrow(sql, {"names": list(SHARDING_KEYS)}).to_pylist()
         return {r["name"]: r["engine"] for r in rows}
+
+    @property
+    def alerts(self) -> AlertTables:
+        """Alert state, events, the notification outbox and the reads of alert rules (store/alerts.py)."""
+        return AlertTables(self.backend)
 
     def insert_spans(self, batch: pa.Table) -> None:
         self.backend.insert_arrow(SPANS_TABLE, batch)

@@ -210,6 +210,65 @@ ENGINE = ReplacingMergeTree(Version)
 ORDER BY KeyId
 """
 
+# Alerting (store/alerts.py): each alert's and notification group's state as JSON (newest
+# Version wins), every state transition, and the outbox of notifications with their delivery.
+ALERT_STATE_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_alert_state (
+    ProjectId LowCardinality(String),
+    Kind LowCardinality(String),
+    Key String,
+    Body String CODEC(ZSTD(1)),
+    Deleted UInt8,
+    Version UInt64
+)
+ENGINE = ReplacingMergeTree(Version)
+ORDER BY (ProjectId, Kind, Key)
+"""
+
+ALERT_EVENTS_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_alert_events (
+    ProjectId LowCardinality(String),
+    Time DateTime('UTC'),
+    Fingerprint String,
+    Alert LowCardinality(String),
+    Severity LowCardinality(String),
+    Labels Map(LowCardinality(String), String),
+    FromState LowCardinality(String),
+    ToState LowCardinality(String),
+    Value Nullable(Float64),
+    Reference Nullable(Float64),
+    Count UInt64,
+    Summary String,
+    Detail String CODEC(ZSTD(1))
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(Time)
+ORDER BY (ProjectId, Time, Fingerprint, ToState)
+TTL toDate(Time) + INTERVAL {ttl_days} DAY
+"""
+
+ALERT_OUTBOX_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_alert_outbox (
+    ProjectId LowCardinality(String),
+    Id String,
+    Receiver LowCardinality(String),
+    GroupKey String,
+    Status LowCardinality(String),
+    CreatedAt DateTime('UTC'),
+    Delivery LowCardinality(String),
+    Attempts UInt32,
+    NextAttemptAt DateTime64(3, 'UTC'),
+    LastError String,
+    SentAt Nullable(DateTime64(3, 'UTC')),
+    Payload String CODEC(ZSTD(3)),
+    Version UInt64
+)
+ENGINE = ReplacingMergeTree(Version)
+PARTITION BY toYYYYMM(CreatedAt)
+ORDER BY (ProjectId, Id)
+TTL toDate(CreatedAt) + INTERVAL {ttl_days} DAY
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -222,6 +281,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)),
     Migration(2, "ingest time, per-trace analysis and per-minute rollups", (INGESTED_AT_DDL, TRACES_DDL, ROLLUP_DDL)),
     Migration(3, "API keys", (KEYS_DDL,)),
+    Migration(4, "alert state, events and notification outbox", (ALERT_STATE_DDL, ALERT_EVENTS_DDL, ALERT_OUTBOX_DDL)),
 )
 
 LEDGER_DDL = """
@@ -260,6 +320,9 @@ SHARDING_KEYS: dict[str, str] = {
     "agentlat_rollup_1m": "cityHash64(ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_api_keys": "cityHash64(KeyId)",
     "agentlat_migrations": "Version",
+    "agentlat_alert_state": "cityHash64(ProjectId, Kind, Key)",
+    "agentlat_alert_events": "cityHash64(ProjectId, Fingerprint)",
+    "agentlat_alert_outbox": "cityHash64(ProjectId, Id)",
 }
 
 # Settings of agentlat's ClickHouse user that cluster mode relies on (docs/operations.md).
