@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from agentlat import __version__
+from agentlat.alerts.alert_cli import alerts_app
 from agentlat.alerts.cli import budget_app
 from agentlat.collector.keys_cli import keys_app
 from agentlat.collector.migrate_cli import migrate
@@ -78,6 +79,10 @@ def serve(
         Path | None,
         typer.Option("--budgets", help="Budgets file served, evaluated, at /api/v1/budgets (env AGENTLAT_BUDGETS)."),
     ] = None,
+    alerts: Annotated[
+        Path | None,
+        typer.Option("--alerts", help="Alert rules evaluated in the server, sent to Slack (env AGENTLAT_ALERTS)."),
+    ] = None,
     log_level: LogOpt = "info",
 ) -> None:
     """Run the collector: OTLP/HTTP on /v1/traces and the query API on /api/v1."""
@@ -92,6 +97,7 @@ def serve(
             data_dir=data,
             clickhouse_url=clickhouse,
             budgets_path=budgets,
+            alerts_path=alerts,
             require_keys=require_keys,
             log_level=log_level,
             console=console,
@@ -221,6 +227,7 @@ _run = run_or_exit
 
 app.add_typer(keys_app, name="keys")
 app.add_typer(budget_app, name="budget", help="Latency budgets as code: init a budgets file, check live data in CI.")
+app.add_typer(alerts_app, name="alerts", help="Alert rules: check a rules file, replay it on stored data, run it.")
 
 
 def main() -> None:
