@@ -3,13 +3,15 @@
 
 Needs only Python 3.11+ and git. Creates ./.venv on first use and reinstalls when
 pyproject.toml changes. Anything after the command is passed on (to ``agentlat up`` or to
-pytest).
+pytest). ``test`` also installs Debian's chromium with apt-get when it is missing: the
+dashboard's browser tests drive it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -20,6 +22,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".agentlat-install"
 EXTRAS = ".[server,demo,test]"
+CHROMIUM = "/usr/bin/chromium"
 
 
 def say(message: str) -> None:
@@ -42,6 +45,20 @@ def ensure_environment() -> None:
     STAMP.write_text(wanted)
 
 
+def ensure_chromium() -> None:
+    """The dashboard's browser tests drive Debian's chromium: install it when missing (CI starts fresh)."""
+    if Path(CHROMIUM).exists():
+        return
+    if shutil.which("apt-get") is None:
+        say(f"{CHROMIUM} is missing and apt-get is unavailable: the browser tests will be skipped")
+        return
+    say("installing Debian's chromium for the dashboard's browser tests (apt-get install chromium)")
+    sudo = [] if getattr(os, "geteuid", lambda: 0)() == 0 else ["sudo"]
+    quiet = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=quiet)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "chromium"], check=True, env=quiet)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("up", "test"):
         print(__doc__.strip())
@@ -51,6 +68,7 @@ def main(argv: list[str]) -> int:
     ensure_environment()
     if command == "up":
         return subprocess.call([str(BIN / "agentlat"), "up", *rest], cwd=ROOT)
+    ensure_chromium()
     say("running the test suite")
     return subprocess.call([str(BIN / "python"), "-m", "pytest", *rest], cwd=ROOT)
 

@@ -15,7 +15,15 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.collector.advisor import advise, route_evidence
-from agentlat.store import DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, ROLLUP_METRICS, SpanFilter, Store
+from agentlat.store import (
+    DIMENSION_METRICS,
+    DIMENSIONS,
+    METRICS,
+    ROLLUP_DIMENSIONS,
+    ROLLUP_METRICS,
+    SpanFilter,
+    Store,
+)
 from agentlat.store.schema import DERIVED_NAMES
 
 NS = 1_000_000_000
@@ -248,6 +256,33 @@ def make_router(store: Store, project_of) -> APIRouter:
             "series": list(series.values()),
         }
 
+    @router.get("/dimensions", summary="per route, agent, model or tool: percentiles, cache hits, speculation, errors")
+    async def dimensions(
+        where: Filter,
+        dimension: Annotated[str, Query(description=f"one of {list(DIMENSION_METRICS)}")] = "route",
+        source: Annotated[
+            str,
+            Query(pattern="^(auto|spans|rollups)$", description="where percentiles come from, as for /percentiles"),
+        ] = "auto",
+    ) -> dict[str, Any]:
+        if dimension not in DIMENSION_METRICS:
+            raise HTTPException(400, f"dimension={dimension!r}: choose from {list(DIMENSION_METRICS)}")
+        metrics = list(DIMENSION_METRICS[dimension])
+        use_rollups = all(_use_rollups(source, m, [dimension], where) for m in metrics)
+        found = await run_in_threadpool(store.dimension_summary, dimension, where, not use_rollups)
+        digests = None
+        if use_rollups:
+            digests = await run_in_threadpool(store.rollup_percentiles, metrics, [dimension], where)
+        return {
+            "dimension": dimension,
+            "unit": "ms",
+            "source": "rollups" if use_rollups else "spans",
+            "window": _window(where),
+            "filters": where.equals,
+            "metrics": metrics,
+            "rows": _dimension_rows(found, metrics, digests, dimension),
+        }
+
     @router.get("/advice", summary="which latency lever each route should pull, ranked by expected saving")
     async def advice(where: Filter, route: str | None = None) -> dict[str, Any]:
         evidence = await run_in_threadpool(store.advice_evidence, where)
@@ -286,6 +321,34 @@ def make_router(store: Store, project_of) -> APIRouter:
         }
 
     return router
+
+
+def _dimension_rows(
+    found: list[dict[str, Any]], metrics: list[str], digests: list[dict[str, Any]] | None, dimension: str
+) -> list[dict[str, Any]]:
+    """Shape ``Store.dimension_summary`` rows; percentiles from the rollup ``digests`` when given
+    (a value not rolled up yet has none), else the exact ones in the rows."""
+    digest = {(d[dimension], d["metric"]): d["q"] for d in digests or ()}
+    rows = []
+    for row in found:
+        stats = {}
+        for m in metrics:
+            count = row[f"{m}_count"]
+            q = row[f"{m}_q"] if digests is None else digest.get((row["name"], m))
+            p50, p95, p99 = q if count and q else (None, None, None)
+            stats[m] = {"count": count, "p50": p50, "p95": p95, "p99": p99}
+        rows.append(
+            {
+                "name": row["name"],
+                "count": row["count"],
+                "errors": row["errors"],
+                "error_rate": row["errors"] / row["count"] if row["count"] else None,
+                "cache_hit_rate": row["cache_hit_rate"],
+                "spec_acceptance": row["spec_acceptance"],
+                "metrics": stats,
+            }
+        )
+    return rows
 
 
 def _span(row: dict[str, Any]) -> dict[str, Any]:

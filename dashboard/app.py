@@ -1,0 +1,33 @@
+"""The dashboard's entry script: ``streamlit run app.py`` (or ``agentlat dashboard``).
+
+Pages are the ``page_*.py`` scripts beside this file; the sidebar's window, service and
+route apply to all of them and live in the URL with each page's own filters.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from agentlat.dashboard import ui
+
+PAGES = (
+    ("page_overview.py", "Overview", ":material/speed:", "overview"),
+    ("page_routes.py", "Routes & models", ":material/table_chart:", "routes"),
+    ("page_traces.py", "Trace explorer", ":material/waterfall_chart:", "traces"),
+    ("page_budgets.py", "Budgets & alerts", ":material/notifications:", "budgets"),
+    ("page_advisor.py", "Advisor", ":material/lightbulb:", "advisor"),
+)
+
+
+def main() -> None:
+    st.set_page_config(page_title="agentlat", page_icon=":material/timer:", layout="wide")
+    pages = [
+        st.Page(path, title=title, icon=icon, url_path=url, default=i == 0)
+        for i, (path, title, icon, url) in enumerate(PAGES)
+    ]
+    page = st.navigation(pages)
+    ui.sidebar()
+    page.run()
+
+
+main()

@@ -1,0 +1,324 @@
+"""Plotly figures of the dashboard, each a pure function of query-API data.
+
+One palette everywhere: model time blue (its phases queue, prefill and decode in lighter to
+darker blues), tool time orange, orchestration grey; p50/p95/p99 lines blue, orange, red;
+budget levels green, orange, red.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+from agentlat.dashboard import fmt
+from agentlat.dashboard.budgets import STATUS_COLOURS, Verdict
+
+COLOURS = {
+    "model": "#1f77b4",
+    "queue": "#9ecae1",
+    "prefill": "#4292c6",
+    "decode": "#08306b",
+    "tool": "#ff7f0e",
+    "orchestration": "#a0a0a0",
+    "agent": "#c7c7c7",
+    "other": "#dcdcdc",
+}
+PERCENTILE_COLOURS = {"p50": "#1f77b4", "p95": "#ff7f0e", "p99": "#d62728"}
+PARTS = ("model", "tool", "orchestration")
+PHASES = ("queue", "prefill", "decode")
+PATH_OUTLINE = "#111111"
+FONT = {"family": "Inter, -apple-system, Segoe UI, sans-serif", "size": 13}
+
+
+def _layout(fig: go.Figure, height: int, **extra: Any) -> go.Figure:
+    fig.update_layout(
+        height=height,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        font=FONT,
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        **extra,
+    )
+    fig.update_xaxes(gridcolor="#eeeeee", zeroline=False)
+    return fig
+
+
+# --- overview -------------------------------------------------------------------------
+def split_bars(rows: Sequence[dict[str, Any]]) -> go.Figure:
+    """Mean E2E per route as model + tool + orchestration (``/breakdown?group_by=route`` rows).
+
+    Means of the parts add up to the mean E2E, so each bar's length is the route's mean E2E.
+    """
+    ordered = sorted(rows, key=lambda r: r["e2e"]["mean"] or 0.0)
+    routes = [r["group"].get("route") or "(no route)" for r in ordered]
+    fig = go.Figure()
+    for part in PARTS:
+        means = [(r.get(part) or {}).get("mean") or 0.0 for r in ordered]
+        shares = [r["share"][part] for r in ordered]
+        fig.add_bar(
+            name=part,
+            y=routes,
+            x=means,
+            orientation="h",
+            marker_color=COLOURS[part],
+            text=[f"{fmt.ms(m)} ({fmt.share(s)})" if m else "" for m, s in zip(means, shares, strict=True)],
+            textposition="inside",
+            insidetextanchor="middle",
+            hovertemplate=f"%{{y}}<br>{part}: %{{x:,.1f}} ms<extra></extra>",
+        )
+    fig.update_xaxes(title_text="mean ms per request", ticksuffix=" ms")
+    return _layout(fig, 90 + 46 * len(routes), barmode="stack", legend_traceorder="normal")
+
+
+def timeseries(
+    points: Sequence[dict[str, Any]],
+    metric: str,
+    budgets: dict[str, float] | None = None,
+    window: tuple[str, str] | None = None,
+) -> go.Figure:
+    """p50/p95/p99 per interval (``/timeseries`` points) over the whole ``window`` (start, end),
+    with budgets (percentile -> ms) as dashed lines."""
+    fig = go.Figure()
+    times = [p["t"] for p in points]
+    for name in ("p50", "p95", "p99"):
+        fig.add_scatter(
+            name=name,
+            x=times,
+            y=[p[name] for p in points],
+            mode="lines+markers",
+            line={"color": PERCENTILE_COLOURS[name], "width": 2},
+            hovertemplate=f"{name}: %{{y:,.1f}} ms<extra></extra>",
+        )
+    for percentile, budget_ms in (budgets or {}).items():
+        fig.add_hline(
+            y=budget_ms,
+            line={"color": PERCENTILE_COLOURS[percentile], "dash": "dash", "width": 1},
+            annotation_text=f"{percentile} budget {fmt.ms(budget_ms)}",
+            annotation_position="top left",
+        )
+    fig.update_yaxes(title_text=f"{metric} (ms)", ticksuffix=" ms", gridcolor="#eeeeee", rangemode="tozero")
+    if window:
+        fig.update_xaxes(range=list(window))
+    return _layout(fig, 320, hovermode="x unified")
+
+
+# --- trace waterfall ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One horizontal bar of the waterfall, in ms since the trace started."""
+
+    row: int
+    start_ms: float
+    length_ms: float
+    category: str  # a key of COLOURS
+    on_path: bool
+    hover: str
+
+
+@dataclass(frozen=True, slots=True)
+class Waterfall:
+    labels: list[str]  # row labels, top first; row 0 is the critical path
+    bars: list[Bar]
+
+
+PATH_ROW_LABEL = "critical path"
+NBSP = "\u00a0"
+
+
+def span_category(span: dict[str, Any]) -> str:
+    """model, tool, agent or other from the span's role; a phase span is its phase."""
+    phase = span.get("attributes", {}).get("agentlat.phase", "")
+    if phase in PHASES:
+        return phase
+    role = span.get("derived", {}).get("Role", "")
+    return role if role in COLOURS else "other"
+
+
+def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Spans depth-first (children by start time) with their depth; orphans start new trees."""
+    ids = {s["span_id"] for s in spans}
+    children: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for span in sorted(spans, key=lambda s: (s["start_ns"], -s["duration_ns"], s["span_id"])):
+        parent = span["parent_span_id"]
+        children[parent if parent in ids and parent != span["span_id"] else ""].append(span)
+    ordered: list[tuple[dict[str, Any], int]] = []
+    stack = [(span, 0) for span in reversed(children[""])]
+    seen: set[str] = set()
+    while stack:
+        span, depth = stack.pop()
+        if span["span_id"] in seen:
+            continue
+        seen.add(span["span_id"])
+        ordered.append((span, depth))
+        stack.extend((child, depth + 1) for child in reversed(children[span["span_id"]]))
+    return ordered
+
+
+def _phase_bars(span: dict[str, Any], row: int, start_ms: float, on_path: bool) -> list[Bar]:
+    """Queue, prefill and decode inside a model span that reports them but has no phase spans."""
+    derived = span.get("derived", {})
+    queue, prefill, decode = (derived.get(k) for k in ("QueueMs", "PrefillMs", "DecodeMs"))
+    bars, offset = [], 0.0
+    for phase, length in (("queue", queue), ("prefill", prefill)):
+        if length:
+            bars.append(Bar(row, start_ms + offset, length, phase, on_path, f"{phase}: {fmt.ms(length)}"))
+            offset += length
+    if decode:
+        if queue is None and prefill is None and derived.get("TtftMs") is not None:
+            offset = derived["TtftMs"]
+        bars.append(Bar(row, start_ms + offset, decode, "decode", on_path, f"decode: {fmt.ms(decode)}"))
+    return bars
+
+
+def waterfall_data(body: dict[str, Any]) -> Waterfall:
+    """Rows and bars of one trace (``/traces/{id}`` body): the critical path strip, then the span tree."""
+    spans, analysis = body["spans"], body.get("analysis") or {}
+    origin = analysis.get("start_ns") or min(s["start_ns"] for s in spans)
+    path = set(analysis.get("critical_path") or ())
+    labels, bars = [PATH_ROW_LABEL], []
+    for seg in analysis.get("segments") or ():
+        category = seg["phase"] if seg.get("phase") in PHASES else seg["category"]
+        length = (seg["end_ns"] - seg["start_ns"]) / 1e6
+        bars.append(Bar(0, (seg["start_ns"] - origin) / 1e6, length, category, True, f"{category}: {fmt.ms(length)}"))
+    has_phase_children = {s["parent_span_id"] for s in spans if span_category(s) in PHASES}
+    for span, depth in _tree_order(spans):
+        row, category = len(labels), span_category(span)
+        error = " (error)" if span.get("status_code") == "Error" else ""
+        labels.append(f"{'  ' * depth}{span['name']}{error}")
+        start, length, on_path = (span["start_ns"] - origin) / 1e6, span["duration_ns"] / 1e6, span["span_id"] in path
+        where = "on the critical path" if on_path else "off the critical path"
+        hover = f"{span['name']}<br>starts +{fmt.ms(start)}, lasts {fmt.ms(length)}<br>{where}"
+        bars.append(Bar(row, start, length, category, on_path, hover))
+        if category == "model" and span["span_id"] not in has_phase_children:
+            bars.extend(_phase_bars(span, row, start, on_path))
+    return Waterfall(labels, bars)
+
+
+def tick_labels(labels: Sequence[str], longest: int = 48) -> list[str]:
+    """Labels padded to one width with no-break spaces, so right-aligned monospace ticks read as an
+    indented, left-aligned tree (SVG would collapse ordinary spaces)."""
+    cut = [label if len(label) <= longest else label[: longest - 1] + "…" for label in labels]
+    width = max(map(len, cut), default=0)
+    return [label.ljust(width).replace(" ", NBSP) for label in cut]
+
+
+def waterfall(body: dict[str, Any]) -> go.Figure:
+    """The trace as a waterfall: critical-path spans outlined, the others faded; phases in blues."""
+    data = waterfall_data(body)
+    fig = go.Figure()
+    for category in COLOURS:
+        bars = [b for b in data.bars if b.category == category]
+        if not bars:
+            continue
+        fig.add_bar(
+            name=category,
+            orientation="h",
+            y=[b.row for b in bars],
+            x=[b.length_ms for b in bars],
+            base=[b.start_ms for b in bars],
+            marker={
+                "color": COLOURS[category],
+                "opacity": [1.0 if b.on_path else 0.35 for b in bars],
+                "line": {"color": PATH_OUTLINE, "width": [1.5 if b.on_path and b.row else 0 for b in bars]},
+            },
+            hovertext=[b.hover for b in bars],
+            hoverinfo="text",
+            width=0.7,  # in rows: the same for every category, however its rows are spaced
+        )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(data.labels))),
+        ticktext=tick_labels(data.labels),
+        autorange="reversed",
+        tickfont={"family": "ui-monospace, Menlo, monospace", "size": 12},
+    )
+    fig.update_xaxes(title_text="ms since the trace started", ticksuffix=" ms")
+    return _layout(fig, 120 + 34 * len(data.labels), barmode="overlay")
+
+
+# --- budgets --------------------------------------------------------------------------
+def budget_bars(verdicts: Sequence[Verdict]) -> go.Figure:
+    """Each budget's actual as a share of the budget, coloured by the server's verdict; 100 % is the line."""
+    shown = [v for v in verdicts if v.actual_ms is not None]
+    labels = [f"{v.name} · {v.metric} {v.percentile}" for v in shown]
+    ratios = [v.actual_ms / v.budget_ms * 100 for v in shown]  # type: ignore[operator]
+    fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=labels,
+            x=ratios,
+            marker_color=[STATUS_COLOURS[v.status] for v in shown],
+            text=[f"{fmt.ms(v.actual_ms)} of {fmt.ms(v.budget_ms)}" for v in shown],
+            textposition="auto",
+            hovertemplate="%{y}: %{x:.0f}% of budget<extra></extra>",
+        )
+    )
+    fig.add_vline(x=100, line={"color": "#c62828", "dash": "dash"}, annotation_text="budget")
+    fig.update_xaxes(title_text="actual as % of budget", ticksuffix="%")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, 90 + 34 * len(shown), showlegend=False)
+
+
+# --- advisor --------------------------------------------------------------------------
+def savings_ranking(findings: Sequence[dict[str, Any]]) -> go.Figure:
+    """Findings by total E2E they would save over the window, largest on top."""
+    labels = [f"{f['route']} · {f['kind'].replace('_', ' ')}" for f in findings]
+    fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=labels,
+            x=[f["total_saving_s"] for f in findings],
+            marker_color=COLOURS["model"],
+            text=[f"{f['total_saving_s']:,.1f} s" for f in findings],
+            textposition="auto",
+            hovertemplate="%{y}: %{x:,.1f} s saved over the window<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text="E2E saved over the window (s)", ticksuffix=" s")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, 90 + 36 * len(findings), showlegend=False)
+
+
+# Per finding kind: the evidence values (label, evidence key) shown side by side, in ms.
+EVIDENCE_BARS: dict[str, tuple[tuple[str, str], ...]] = {
+    "prompt_cache": (("TTFT, cache hit", "ttft_cached_ms"), ("TTFT, cache miss", "ttft_uncached_ms")),
+    "parallel_tools": (("E2E saved per affected trace", "mean_saving_ms"),),
+    "speculative_decoding": (("decode now", "decode_ms"), ("with speculation (assumed)", "decode_spec_ms")),
+    "wasteful_prefetch": (("prefetch wasted", "wasted_ms"), ("prefetch saved", "saved_ms")),
+    "queueing": (("queue", "queue_ms"), ("time to first token", "ttft_ms")),
+    "long_prefill": (("prefill", "prefill_ms"), ("median TTFT", "ttft_p50_ms")),
+    "itl_stalls": (("excess per stall", "stall_excess_ms"),),
+}
+
+
+def evidence_values(finding: dict[str, Any]) -> list[tuple[str, float]]:
+    """The (label, ms) pairs a finding's evidence chart shows."""
+    evidence = dict(finding["evidence"])
+    if finding["kind"] == "speculative_decoding":
+        evidence["decode_spec_ms"] = evidence["decode_ms"] / evidence["assumed_speedup"]
+    pairs = EVIDENCE_BARS.get(finding["kind"])
+    if pairs is None:
+        return [(k, float(v)) for k, v in evidence.items() if k.endswith("_ms") and isinstance(v, int | float)]
+    return [(label, float(evidence[key])) for label, key in pairs if evidence.get(key) is not None]
+
+
+def evidence(finding: dict[str, Any]) -> go.Figure:
+    """A finding's evidence as bars in ms, with the expected saving per request."""
+    values = evidence_values(finding)
+    fig = go.Figure(
+        go.Bar(
+            x=[label for label, _ in values],
+            y=[v for _, v in values],
+            marker_color=[COLOURS["model"], COLOURS["tool"], COLOURS["orchestration"]][: len(values)],
+            text=[fmt.ms(v) for _, v in values],
+            textposition="auto",
+            hovertemplate="%{x}: %{y:,.1f} ms<extra></extra>",
+        )
+    )
+    fig.update_yaxes(ticksuffix=" ms", gridcolor="#eeeeee", rangemode="tozero")
+    fig.update_layout(title={"text": f"saves {fmt.ms(finding['saving_ms_per_request'])} per request", "x": 0})
+    return _layout(fig, 260, showlegend=False)

@@ -1,0 +1,135 @@
+"""Budgets & alerts: latency budgets against actuals per route, alert rules with their states,
+and recent alert events, each as the server has them configured."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from agentlat.dashboard import figures, fmt, ui
+from agentlat.dashboard.budgets import STATUS_COLOURS, Verdict, parse_verdicts
+from agentlat.dashboard.query import ApiError, Call
+from agentlat.dashboard.state import Scope
+
+STATUS_TEXT = {"pass": "pass", "breach": "breach", "insufficient": "too few samples"}
+NOT_CONFIGURED = (
+    "**Budgets are not configured** on this server: start it with `--budgets FILE` (see docs/budgets.md; "
+    "`agentlat budget init` writes a starter file). Until then latencies are shown without colours."
+)
+NO_ALERTS = (
+    "**Alerting is not set up yet on this server.** Alert rules, their states and recent events will show here "
+    "once the server runs the alert evaluator."
+)
+
+
+def calls(scope: Scope) -> dict[str, Call]:
+    """Every query-API call this page makes."""
+    return {"budgets": Call.of("/budgets", window=scope.window), "alerts": Call.of("/alerts")}
+
+
+def budget_table(verdicts: list[Verdict]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(
+        [
+            {
+                v.dimension: v.name,
+                "metric": v.metric,
+                "percentile": v.percentile,
+                "budget": v.budget_ms,
+                "actual": v.actual_ms,
+                "samples": f"{v.count:,} / {v.min_samples:,}",
+                "status": STATUS_TEXT[v.status],
+                "declared in": v.source,
+            }
+            for v in verdicts
+        ],
+        columns=[
+            verdicts[0].dimension,
+            "metric",
+            "percentile",
+            "budget",
+            "actual",
+            "samples",
+            "status",
+            "declared in",
+        ],
+    )
+
+
+def _verdicts(verdicts: list[Verdict], dimension: str) -> None:
+    frame = budget_table(verdicts)
+    colours = [STATUS_COLOURS[v.status] for v in verdicts]
+    styled = frame.style.apply(lambda _: [f"color: {c}; font-weight: 600" for c in colours], subset=["status"])
+    styled = styled.format(fmt.ms, subset=["budget", "actual"], na_rep=fmt.DASH)
+    st.dataframe(styled, hide_index=True, width="stretch", key=f"budgets_{dimension}")
+
+
+def _budgets(result: dict[str, Any] | ApiError, scope: Scope) -> None:
+    st.subheader("Latency budgets")
+    if isinstance(result, ApiError) and result.status == 404:
+        st.info(NOT_CONFIGURED, icon=":material/rule:")
+        return
+    body = ui.require(result)
+    verdicts = [v for v in parse_verdicts(body) if not scope.route or v.dimension != "route" or v.name == scope.route]
+    counts = {s: sum(1 for v in verdicts if v.status == s) for s in STATUS_TEXT}
+    minimum = ", ".join(f"{k} {v:,}" for k, v in body["min_samples"].items())
+    service = f" · service {body['service']}" if body["service"] else ""
+    st.caption(
+        f"{body['file']}{service} · {len(verdicts)} budgets: {counts['pass']} pass, {counts['breach']} breach, "
+        f"{counts['insufficient']} with too few samples (minimum {minimum})"
+    )
+    if not verdicts:
+        st.info("No budget in the file applies to this scope.", icon=":material/rule:")
+        return
+    for dimension in ("route", "agent"):
+        chosen = [v for v in verdicts if v.dimension == dimension]
+        if chosen:
+            st.markdown(f"**Per {dimension}**")
+            _verdicts(chosen, dimension)
+    st.plotly_chart(figures.budget_bars(verdicts), key="budget_chart")
+
+
+def records(body: dict[str, Any], key: str) -> pd.DataFrame:
+    """The list under ``key`` as a table (empty when absent); nested values shown as JSON text."""
+    rows = body[key] if isinstance(body.get(key), list) else []
+    flat = [{k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()} for row in rows]
+    return pd.DataFrame.from_records(flat)
+
+
+ALERT_TABLES = (
+    ("rules", "Rules", "No alert rules are loaded."),
+    ("alerts", "Alerts and their states", "No alert has been pending or firing."),
+    ("events", "Recent events", "No alert events yet."),
+)
+
+
+def _alerts(result: dict[str, Any] | ApiError) -> None:
+    st.subheader("Alerts")
+    if isinstance(result, ApiError) and result.status == 404:
+        how = "" if str(result) == "Not Found" else f"\n\nThe server says: {result}"
+        st.info(NO_ALERTS + how, icon=":material/notifications_off:")
+        return
+    body = ui.require(result)
+    if isinstance(body.get("counts"), dict):
+        st.caption(" · ".join(f"{state} {n}" for state, n in body["counts"].items()))
+    for key, heading, none in ALERT_TABLES:
+        st.markdown(f"**{heading}**")
+        frame = records(body, key)
+        if frame.empty:
+            st.caption(none)
+        else:
+            st.dataframe(frame, hide_index=True, width="stretch", key=f"alert_{key}")
+
+
+def render() -> None:
+    scope = ui.scope()
+    ui.title("Budgets & alerts", scope)
+    found = ui.fetch(calls(scope))
+    _budgets(found["budgets"], scope)
+    _alerts(found["alerts"])
+
+
+if __name__ == "__main__":
+    render()

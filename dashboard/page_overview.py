@@ -1,0 +1,102 @@
+"""Overview: E2E, TTFT and ITL percentiles with budget status and change against the previous
+window, the E2E split per route, and p50/p95/p99 over time."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import streamlit as st
+
+from agentlat.dashboard import figures, fmt, ui
+from agentlat.dashboard.budgets import BudgetBook
+from agentlat.dashboard.query import ApiError, Call
+from agentlat.dashboard.state import STEPS, Scope, previous_window, url_segment
+
+TILES = (
+    ("e2e", "End-to-end (E2E)", "requests"),
+    ("ttft", "Time to first token (TTFT)", "model calls"),
+    ("itl", "Inter-token latency (ITL)", "streamed calls"),
+)
+SERIES = {"e2e": "E2E", "ttft": "TTFT", "itl": "ITL"}
+PERCENTILES = ("p50", "p95", "p99")
+
+
+def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
+    """Every query-API call this page makes. Percentiles come from the per-minute rollups (t-digest),
+    whose cost grows with minutes and groups rather than spans."""
+    start, end = previous_window(scope.window, now_s)
+    filters = {"service": scope.service, "route": scope.route}
+    digests = {"source": "rollups", **filters}
+    out = {}
+    for metric, _, _ in TILES:
+        out[f"now:{metric}"] = Call.of("/percentiles", metric=metric, window=scope.window, **digests)
+        out[f"before:{metric}"] = Call.of("/percentiles", metric=metric, start=start, end=end, **digests)
+    out["split"] = Call.of("/breakdown", group_by="route", window=scope.window, **filters)
+    out["budgets"] = Call.of("/budgets", window=scope.window)
+    out["series"] = Call.of("/timeseries", metric=series, step=STEPS[scope.window], window=scope.window, **filters)
+    return out
+
+
+def _row(result: dict[str, Any] | ApiError) -> dict[str, Any]:
+    rows = [] if isinstance(result, ApiError) else result["rows"]
+    return rows[0] if rows else {}
+
+
+def _tiles(found: dict[str, Any], book: BudgetBook, scope: Scope) -> None:
+    for metric, label, unit in TILES:
+        now, before = _row(found[f"now:{metric}"]), _row(found[f"before:{metric}"])
+        with st.container(border=True):
+            head, *cells = st.columns([1.4, 1, 1, 1], vertical_alignment="center")
+            head.markdown(f"**{label}**")
+            head.caption(f"{fmt.count(now.get('count', 0))} {unit}; change against the previous {scope.window}")
+            for cell, pct in zip(cells, PERCENTILES, strict=True):
+                with cell:
+                    budget = book.budget_ms(scope.route, metric, pct, scope.service)
+                    ui.latency_metric(f"{SERIES[metric]} {pct}", now.get(pct), before.get(pct), budget)
+
+
+def _split(result: dict[str, Any] | ApiError) -> None:
+    st.subheader("Where E2E goes, per route")
+    st.caption("Mean per request along the critical path: model + tool + orchestration = E2E.")
+    rows = ui.require(result)["rows"]
+    if rows:
+        st.plotly_chart(figures.split_bars(rows), key="split_chart")
+    else:
+        st.caption("No analysed traces yet in this window.")
+
+
+def _series(scope: Scope, book: BudgetBook, now_s: int) -> None:
+    st.subheader("Percentiles over time")
+    metric = url_segment("Metric", "series", list(SERIES), "e2e", format_func=SERIES.__getitem__)
+    body = ui.require(ui.fetch({"series": calls(scope, now_s, metric)["series"]})["series"])
+    points = body["series"][0]["points"] if body["series"] else []
+    if not points:
+        st.caption(f"No {SERIES[metric]} samples in this window.")
+        return
+    budgets = {p: b for p in PERCENTILES if (b := book.budget_ms(scope.route, metric, p, scope.service)) is not None}
+    window = (body["window"]["start"], body["window"]["end"])
+    st.plotly_chart(figures.timeseries(points, SERIES[metric], budgets, window), key="series_chart")
+    st.caption(f"One point per {body['step_seconds'] // 60} min, from the per-minute rollups.")
+
+
+def render() -> None:
+    scope = ui.scope()
+    ui.title("Overview", scope)
+    now_s = int(time.time()) // 10 * 10  # a few seconds of slack lets the previous window be cached
+    found = ui.fetch({k: v for k, v in calls(scope, now_s).items() if k != "series"})
+    ui.require(found["now:e2e"])
+    book = ui.budget_book(found["budgets"])
+    if not any(_row(found[f"now:{m}"]) for m, _, _ in TILES):
+        ui.empty_state("traces", scope)
+        return
+    if not book:
+        st.caption(f"No latency budgets on this server, so latencies are not coloured: {ui.BUDGETS_HELP}.")
+    _tiles(found, book, scope)
+    st.caption("Percentiles are t-digest estimates merged from per-minute rollups.")
+    _split(found["split"])
+    _series(scope, book, now_s)
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,270 @@
+"""Every dashboard page under Streamlit's AppTest against a real server holding known traces:
+the numbers shown (tiles, table cells, chart data), empty states and a server that is down."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from agentlat.dashboard import fmt
+from agentlat.dashboard.page_advisor import NO_FINDINGS
+from agentlat.dashboard.page_budgets import NO_ALERTS
+from tests.dashboard_data import ALL_E2E, ALL_ITL, ALL_TTFT, CHECKOUT_E2E, CHECKOUT_TTFT, exact, start_known_server
+from tests.servers import ServerProcess, free_port
+
+pytestmark = pytest.mark.slow
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+OpenPage = Callable[..., AppTest]
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    yield from start_known_server(tmp_path_factory.mktemp("dashboard"))
+
+
+@pytest.fixture(scope="module")
+def empty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server with no data and no budgets file."""
+    server = ServerProcess(tmp_path_factory.mktemp("empty-dashboard")).start()
+    yield server
+    server.stop()
+
+
+def opener(url: str, monkeypatch: pytest.MonkeyPatch) -> OpenPage:
+    monkeypatch.setenv("AGENTLAT_API", url)
+
+    def open_page(page: str = "", **params: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update({"window": "1h", **params})
+        at.run()
+        if page:
+            at.switch_page(page).run()
+        assert not at.exception, [e.message for e in at.exception]
+        return at
+
+    return open_page
+
+
+@pytest.fixture
+def page(known: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> OpenPage:
+    return opener(known.url, monkeypatch)
+
+
+def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
+    return {m.label: (m.value, m.delta) for m in at.metric}
+
+
+def charts(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def traces_of(chart: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {trace["name"]: trace for trace in chart["data"]}
+
+
+def markdown(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown]
+
+
+def digest(server: ServerProcess, metric: str, **params: str) -> dict[str, float]:
+    """The server's t-digest percentiles from the rollups: what the Overview's tiles show."""
+    [row] = server.get("/api/v1/percentiles", metric=metric, source="rollups", **{"window": "1h", **params}).json()[
+        "rows"
+    ]
+    return row
+
+
+def tile(row: dict[str, float], pct: str, previous: float, values: list[float]) -> tuple[str, str]:
+    """A tile's value and change; the digest must stay near the exact percentile of the known values."""
+    assert row[pct] == pytest.approx(exact(values, int(pct[1:]) / 100), rel=0.05)
+    return fmt.ms(row[pct]), fmt.change(row[pct], previous)
+
+
+# --- Overview -------------------------------------------------------------------------
+def test_overview_tiles_with_change_and_budget_status(page: OpenPage, known: ServerProcess) -> None:
+    at = page()
+    shown = metrics(at)
+    e2e, ttft, itl = (digest(known, m) for m in ("e2e", "ttft", "itl"))
+    assert (e2e["count"], ttft["count"], itl["count"]) == (30, 30, 30)
+    for pct in ("p50", "p95", "p99"):  # the hour before holds 900 ms E2E, 80 ms TTFT and 8 ms ITL only
+        assert shown[f"E2E {pct}"] == tile(e2e, pct, 900.0, ALL_E2E)
+        assert shown[f"TTFT {pct}"] == tile(ttft, pct, 80.0, ALL_TTFT)
+        assert shown[f"ITL {pct}"] == tile(itl, pct, 8.0, ALL_ITL)
+    # all routes: the budgets file's default (e2e p50 2 s, p95 3 s); no TTFT or ITL default
+    assert markdown(at).count(":green-badge[within budget 2,000 ms]") == 1
+    assert markdown(at).count(":green-badge[within budget 3,000 ms]") == 1
+    assert not [m for m in markdown(at) if "budget" in m and "badge" in m and "within budget" not in m]
+
+
+def test_overview_split_and_series(page: OpenPage, known: ServerProcess) -> None:
+    split, series = charts(page())
+    parts = traces_of(split)
+    assert parts["model"]["y"] == ["/search", "/checkout"]
+    assert parts["model"]["x"] == [200.0, 600.0] and parts["tool"]["x"] == [250.0, 400.0]
+    assert parts["orchestration"]["x"] == pytest.approx([50.0, sum(CHECKOUT_E2E) / 20 - 1000.0])
+    api = known.get("/api/v1/timeseries", metric="e2e", step="1m", window="1h").json()["series"][0]["points"]
+    lines = traces_of(series)
+    for name in ("p50", "p95", "p99"):
+        assert lines[name]["y"] == [p[name] for p in api]
+    assert sum(p["count"] for p in api) == len(ALL_E2E)
+
+
+def test_overview_of_one_route_is_coloured_by_its_budget(page: OpenPage, known: ServerProcess) -> None:
+    at = page(route="/checkout", series="ttft")
+    shown = metrics(at)
+    assert shown["E2E p50"] == tile(digest(known, "e2e", route="/checkout"), "p50", 900.0, CHECKOUT_E2E)
+    assert shown["TTFT p95"] == tile(digest(known, "ttft", route="/checkout"), "p95", 80.0, CHECKOUT_TTFT)
+    badges = markdown(at)
+    assert ":red-badge[over budget 1,000 ms]" in badges  # E2E p50 1,095 ms
+    assert ":green-badge[within budget 1,500 ms]" in badges  # E2E p95 1,180.5 ms
+    assert ":red-badge[over budget 150 ms]" in badges  # TTFT p95 190.25 ms
+    [_, series] = charts(at)
+    assert series["layout"]["yaxis"]["title"]["text"] == "TTFT (ms)"
+    assert [s["y0"] for s in series["layout"]["shapes"]] == [150.0]  # the TTFT p95 budget line
+
+
+def test_filters_live_in_the_url(page: OpenPage, known: ServerProcess) -> None:
+    at = page(route="/search")
+    assert at.selectbox(key="route").value == "/search"  # the link's filter is applied
+    assert sorted(at.selectbox(key="route").options) == ["/checkout", "/search", "all routes"]
+    at.selectbox(key="window").set_value("6h").run()
+    at.selectbox(key="route").set_value("/checkout").run()
+    assert (at.query_params["window"], at.query_params["route"]) == ("6h", "/checkout")
+    six_hours = digest(known, "e2e", route="/checkout", window="6h")
+    assert six_hours["count"] == 30  # the hour before too
+    assert metrics(at)["E2E p50"][0] == fmt.ms(six_hours["p50"])
+
+
+# --- Routes & models ------------------------------------------------------------------
+def test_routes_table(page: OpenPage, known: ServerProcess) -> None:
+    at = page("page_routes.py")
+    frame = at.dataframe[0].value.set_index("route")
+    body = known.get("/api/v1/dimensions", dimension="route", window="1h", source="rollups").json()
+    api = {row["name"]: row["metrics"] for row in body["rows"]}
+    for route in ("/checkout", "/search"):
+        for metric, label in (("e2e", "E2E"), ("ttft", "TTFT"), ("itl", "ITL"), ("model", "model call")):
+            shown = [frame.loc[route, f"{label} {p}"] for p in ("p50", "p95", "p99")]
+            assert shown == [api[route][metric][p] for p in ("p50", "p95", "p99")]
+    assert frame.loc["/checkout", "E2E p50"] == pytest.approx(exact(CHECKOUT_E2E, 0.5), rel=0.05)
+    assert frame.loc["/checkout", "requests"] == 20 and frame.loc["/search", "requests"] == 10
+    assert frame.loc["/search", "E2E p99"] == 500.0 and frame.loc["/search", "tool call p95"] == 250.0
+    assert frame.loc["/checkout", "cache hit"] == pytest.approx(0.125)
+    assert frame.loc["/search", "spec. acceptance"] == pytest.approx(0.7)
+    assert frame.loc["/search", "error rate"] == pytest.approx(0.1)
+    assert frame.loc["/search", "traces"] == "traces?window=1h&route=%2Fsearch&sort=slowest"
+
+
+def test_tools_sorted_by_error_rate(page: OpenPage) -> None:
+    frame = page("page_routes.py", dim="tool", order="error rate").dataframe[0].value
+    assert list(frame["tool"]) == ["web_search", "inventory", "payment"]
+    assert list(frame["error rate"]) == pytest.approx([0.2, 0.0, 0.0])
+    assert list(frame["calls"]) == [10, 20, 20] and list(frame["tool call p99"]) == [250.0, 200.0, 200.0]
+    assert "cache hit" not in frame and "spec. acceptance" not in frame  # tools report neither
+    assert frame.loc[0, "traces"] == "traces?window=1h&tool=web_search&sort=slowest"
+
+
+# --- Trace explorer -------------------------------------------------------------------
+def test_slowest_trace_waterfall_split_and_what_if(page: OpenPage) -> None:
+    at = page("page_traces.py")
+    listed, split, what_if = (d.value for d in at.dataframe)
+    assert len(listed) == 30
+    assert list(listed["E2E (ms)"][:3]) == [1190.0, 1180.0, 1170.0] and listed.loc[0, "route"] == "/checkout"
+    assert metrics(at)["E2E"][0] == "1,190 ms"
+    assert split.values.tolist() == [
+        ["model", "600 ms", "50.4%", "600 ms"],
+        ["tool", "400 ms", "33.6%", "400 ms"],
+        ["orchestration", "190 ms", "16.0%", "—"],
+    ]
+    assert what_if.values.tolist() == [["inventory, payment", "200 ms", "990 ms", "yes"]]
+    assert metrics(at)["Parallel tool calls would save"] == ("200 ms", "E2E 990 ms")
+    [waterfall] = charts(at)
+    bars = traces_of(waterfall)
+    # the critical path strip's segments first, then the spans
+    assert bars["model"]["base"] == [0.0, 700.0, 0.0, 700.0] and bars["model"]["x"] == [300.0] * 4
+    assert bars["tool"]["base"] == [300.0, 500.0, 300.0, 500.0] and bars["tool"]["x"] == [200.0] * 4
+    assert bars["model"]["marker"]["line"]["width"] == [0, 0, 1.5, 1.5]  # spans on the path are outlined
+    assert bars["orchestration"]["base"] == [1000.0] and bars["orchestration"]["x"] == pytest.approx([190.0])
+
+
+def test_search_trace_shows_model_phases(page: OpenPage, known: ServerProcess) -> None:
+    *_, failed = known.get("/api/v1/traces", route="/search", sort="recent").json()["traces"]  # the first one
+    at = page("page_traces.py", trace=failed["trace_id"], sort="recent", tool="web_search")
+    assert len(at.dataframe[0].value) == 10
+    [waterfall] = charts(at)
+    bars = traces_of(waterfall)
+    assert bars["queue"]["base"] == [10.0] and bars["queue"]["x"] == [10.0]  # vLLM server span phases
+    assert bars["prefill"]["base"] == pytest.approx([0.0, 0.0, 20.0])  # path strip, phase span, server phase
+    assert bars["decode"]["x"] == pytest.approx([150.0, 140.0, 150.0])  # strip, server phase, phase span
+    labels = [label.replace("\u00a0", " ").rstrip() for label in waterfall["layout"]["yaxis"]["ticktext"]]
+    assert labels[:3] == ["critical path", "invoke_agent search (error)", "  chat m2"]
+    assert "  execute_tool web_search" in labels
+
+
+# --- Budgets & alerts, Advisor --------------------------------------------------------
+def test_budgets_against_actuals(page: OpenPage) -> None:
+    at = page("page_budgets.py")
+    frame = at.dataframe[0].value
+    checkout = frame[frame["route"] == "/checkout"]
+    assert checkout[["metric", "percentile", "budget", "status"]].values.tolist() == [
+        ["ttft", "p95", 150.0, "breach"],
+        ["e2e", "p50", 1000.0, "breach"],
+        ["e2e", "p95", 1500.0, "pass"],
+    ]
+    assert list(checkout["actual"]) == pytest.approx([190.25, 1095.0, 1180.5])
+    assert list(frame[frame["route"] == "/search"]["declared in"]) == ["default", "default"]
+    [alerts] = at.info
+    assert alerts.value.startswith(NO_ALERTS)
+
+
+def test_advisor_ranks_findings_with_evidence(page: OpenPage, known: ServerProcess) -> None:
+    findings = known.get("/api/v1/advice", window="1h").json()["findings"]
+    assert [f["kind"] for f in findings] == ["parallel_tools", "prompt_cache"]
+    at = page("page_advisor.py")
+    titles = [m for m in markdown(at) if m.startswith("#### ")]
+    assert titles == [f"#### {i}. {f['title']}" for i, f in enumerate(findings, start=1)]
+    saves = [m.value for m in at.metric if m.label == "Saves per request"]
+    assert saves == ["200 ms", fmt.ms(findings[1]["saving_ms_per_request"])]
+    assert [m.value for m in at.metric if m.label == "Saved over the window"] == ["4.0 s", "0.1 s"]
+    ranking, parallel, cache = charts(at)
+    assert ranking["data"][0]["x"] == pytest.approx([4.0, findings[1]["total_saving_s"]])
+    assert parallel["data"][0]["y"] == [200.0]
+    assert cache["data"][0]["y"] == pytest.approx([145.0, 150.0])  # TTFT with a cache hit, on a miss
+
+
+# --- no data, no budgets, no server ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("page_file", "shown"),
+    [
+        ("", "No traces in the last 1 hour"),
+        ("page_routes.py", "No routes in the last 1 hour"),
+        ("page_traces.py", "No traces in the last 1 hour"),
+    ],
+)
+def test_empty_states_say_how_to_send_data(
+    empty: ServerProcess, monkeypatch: pytest.MonkeyPatch, page_file: str, shown: str
+) -> None:
+    [info] = opener(empty.url, monkeypatch)(page_file).info
+    assert shown in info.value
+    assert "agentlat.init(" in info.value and f"OTEL_EXPORTER_OTLP_ENDPOINT={empty.url}" in info.value
+
+
+def test_without_budgets_or_findings(empty: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    open_page = opener(empty.url, monkeypatch)
+    budgets, alerts = open_page("page_budgets.py").info
+    assert "Budgets are not configured" in budgets.value and "--budgets FILE" in budgets.value
+    assert alerts.value.startswith(NO_ALERTS)
+    [advice] = open_page("page_advisor.py").success
+    assert advice.value == NO_FINDINGS.format(window="the last 1 hour")
+
+
+@pytest.mark.parametrize("page_file", ["", "page_routes.py", "page_traces.py", "page_budgets.py", "page_advisor.py"])
+def test_server_down(monkeypatch: pytest.MonkeyPatch, page_file: str) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    errors = opener(url, monkeypatch)(page_file).error
+    assert errors and all(f"Cannot reach agentlat at {url}" in e.value for e in errors)

@@ -1,0 +1,249 @@
+"""End to end in a real browser: the real server with known traces, ``agentlat dashboard`` on
+a free port, and Debian's chromium driven by Playwright. Every page must show the expected
+numbers and no error; a screenshot of each lands in ``test-artifacts/dashboard/``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from agentlat.dashboard import fmt
+from tests.dashboard_data import start_known_server
+from tests.servers import AGENTLAT, ServerProcess, free_port, wait_for
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "dashboard"
+RENDER_TIMEOUT_MS = 45_000
+PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"], [role="dialog"]'
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    if CHROMIUM.exists():
+        return CHROMIUM
+    if shutil.which("apt-get") is None:
+        pytest.skip("Debian's chromium is not installed and apt-get is unavailable to install it")
+    pytest.fail("/usr/bin/chromium is missing: `python3 run.py test` installs it (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    yield from start_known_server(tmp_path_factory.mktemp("browser"))
+
+
+@pytest.fixture(scope="module")
+def dashboard(known: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``agentlat dashboard --api <server> --port <free>``: its URL once Streamlit answers."""
+    port, log_path = free_port(), tmp_path_factory.mktemp("dashboard") / "dashboard.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [AGENTLAT, "dashboard", "--api", known.url, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert process.poll() is None, log_path.read_text()
+        try:
+            return httpx.get(f"{url}/_stcore/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(healthy, timeout=60, interval=0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Path) -> Iterator[Browser]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+    yield context.new_page()
+    context.close()
+
+
+def grid_cells(page: Page) -> list[str]:
+    """Texts of every table cell (Streamlit draws tables on a canvas with an accessible grid beside it)."""
+    return page.locator('[role="gridcell"]').all_inner_texts()
+
+
+def settle(page: Page, texts: list[str] = (), cells: list[str] = (), charts: int = 0) -> None:  # type: ignore[assignment]
+    """Wait until the page shows ``texts`` and table ``cells``, draws ``charts`` and has stopped running."""
+    for text in texts:
+        expect(page.get_by_text(text, exact=True).first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
+    if cells:
+        wait_for(lambda: set(cells) <= set(grid_cells(page)), timeout=RENDER_TIMEOUT_MS / 1000, interval=0.2)
+    if charts:
+        page.wait_for_function(
+            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=RENDER_TIMEOUT_MS
+        )
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=RENDER_TIMEOUT_MS)
+    assert page.locator(PROBLEMS).count() == 0, page.locator(PROBLEMS).all_inner_texts()
+
+
+def visit(page: Page, url: str, name: str, **expected: object) -> None:
+    page.goto(url)
+    settle(page, **expected)  # type: ignore[arg-type]
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def e2e_p50(server: ServerProcess, **filters: str) -> str:
+    """The Overview's E2E p50 tile: the server's t-digest estimate from the rollups."""
+    body = server.get("/api/v1/percentiles", metric="e2e", source="rollups", window="1h", **filters).json()
+    return fmt.ms(body["rows"][0]["p50"])
+
+
+def test_overview(page: Page, dashboard: str, known: ServerProcess) -> None:
+    all_routes = e2e_p50(known)
+    visit(
+        page, f"{dashboard}/?window=1h", "overview", texts=["Overview", all_routes, "within budget 2,000 ms"], charts=2
+    )
+    checkout = e2e_p50(known, route="/checkout")
+    visit(
+        page,
+        f"{dashboard}/?window=1h&route=%2Fcheckout",
+        "overview-checkout",
+        texts=[checkout, "over budget 1,000 ms", "over budget 150 ms"],
+        charts=2,
+    )
+
+
+def test_filters_follow_page_navigation(page: Page, dashboard: str) -> None:
+    page.goto(f"{dashboard}/?window=1h&route=%2Fsearch")
+    settle(page, texts=["500 ms"], charts=2)
+    page.get_by_role("link", name="Trace explorer").click()
+    settle(page, texts=["Trace explorer", "invoke_agent search · shop"], cells=["/search"], charts=1)
+    assert "route=%2Fsearch" in page.url and "window=1h" in page.url
+    assert "/checkout" not in grid_cells(page)
+
+
+def test_routes_and_models(page: Page, dashboard: str) -> None:
+    visit(
+        page,
+        f"{dashboard}/routes?window=1h",
+        "routes",
+        texts=["Routes & models"],
+        cells=["/checkout", "/search", "20", "10", "500", "0.125", "0.7", "0.1"],  # the columns in view
+    )
+    visit(page, f"{dashboard}/routes?window=1h&dim=tool&order=error+rate", "tools", cells=["web_search", "0.2", "250"])
+
+
+def test_trace_explorer(page: Page, dashboard: str, known: ServerProcess) -> None:
+    visit(
+        page,
+        f"{dashboard}/traces?window=1h&sort=slowest",
+        "traces",
+        texts=["Trace explorer", "1,190 ms", "invoke_agent checkout · shop"],
+        cells=["1190", "inventory, payment", "990 ms", "600 ms", "50.4%"],
+        charts=1,
+    )
+    assert page.locator(".js-plotly-plot").get_by_text("critical path").count() == 1
+    *_, first = known.get("/api/v1/traces", route="/search", sort="recent").json()["traces"]
+    visit(
+        page,
+        f"{dashboard}/traces?window=1h&trace={first['trace_id']}",
+        "trace-phases",
+        texts=["invoke_agent search · shop", "500 ms"],
+        cells=["200 ms", "250 ms"],
+        charts=1,
+    )
+    assert page.locator(".js-plotly-plot").get_by_text("llm_request").count() == 1
+
+
+def test_budgets_and_alerts(page: Page, dashboard: str) -> None:
+    visit(
+        page,
+        f"{dashboard}/budgets?window=1h",
+        "budgets",
+        texts=["Latency budgets", "Alerting is not set up yet on this server."],
+        cells=["/checkout", "190.25", "breach", "pass", "default"],
+        charts=1,
+    )
+
+
+def test_advisor(page: Page, dashboard: str) -> None:
+    visit(
+        page,
+        f"{dashboard}/advisor?window=1h",
+        "advisor",
+        texts=["1. Independent tool calls run one after another in 20 of 20 traces", "4.0 s", "200 ms"],
+        charts=3,
+    )
+
+
+def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
+    api_port, ui_port = free_port(), free_port()
+    log_path = tmp_path / "up.log"
+    command = [
+        AGENTLAT,
+        "up",
+        "--port",
+        str(api_port),
+        "--data",
+        str(tmp_path / "data"),
+        "--dashboard-port",
+        str(ui_port),
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "AGENTLAT_GRPC_PORT": "0"}
+        )
+
+    def answers(url: str) -> bool:
+        assert process.poll() is None, log_path.read_text()
+        return answers_quietly(url)
+
+    try:
+        wait_for(lambda: answers(f"http://127.0.0.1:{api_port}/readyz"), timeout=60, interval=0.2)
+        wait_for(lambda: answers(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=60, interval=0.2)
+        assert f"dashboard on http://127.0.0.1:{ui_port}" in log_path.read_text()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(30)
+    wait_for(lambda: not answers_quietly(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=20, interval=0.2)
+
+
+def answers_quietly(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_dashboard_command_help() -> None:
+    wide = {**os.environ, "COLUMNS": "200"}
+    result = subprocess.run([AGENTLAT, "dashboard", "--help"], capture_output=True, text=True, check=True, env=wide)
+    for option in ("--api", "--port", "AGENTLAT_API", "8501"):
+        assert option in result.stdout
+    up = subprocess.run([AGENTLAT, "up", "--help"], capture_output=True, text=True, check=True, env=wide)
+    assert "--dashboard-port" in up.stdout

@@ -1,0 +1,232 @@
+"""The dashboard's pure parts: number formats, budget lookups and colours, URL windows, the
+plotly figure builders and the tables pages build from API bodies."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agentlat.dashboard import figures, fmt
+from agentlat.dashboard.budgets import LEVEL_COLOURS, NEUTRAL, BudgetBook, colour, level, parse_verdicts
+from agentlat.dashboard.cli import streamlit_command
+from agentlat.dashboard.page_budgets import records
+from agentlat.dashboard.page_routes import cell_styles, table
+from agentlat.dashboard.page_traces import what_if
+from agentlat.dashboard.query import ApiError, Call
+from agentlat.dashboard.state import Scope, describe_window, previous_window, window_seconds
+
+BUDGETS = {
+    "service": "shop",
+    "thresholds": {
+        "default": {"e2e": {"p50": 2000.0, "p95": 3000.0}},
+        "routes": {"/checkout": {"e2e": {"p50": 1000.0, "p95": None}, "ttft": {"p95": 150.0}}},
+        "agents": {},
+    },
+    "results": [
+        {"dimension": "route", "name": "/checkout", "source": "route", "metric": "ttft", "percentile": "p95",
+         "budget_ms": 150.0, "actual_ms": 190.25, "count": 20, "min_samples": 10, "status": "breach", "line": 9},
+        {"dimension": "route", "name": "/search", "source": "default", "metric": "e2e", "percentile": "p50",
+         "budget_ms": 2000.0, "actual_ms": None, "count": 0, "min_samples": 30, "status": "insufficient", "line": 5},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(1234.4, "1,234 ms"), (100.0, "100 ms"), (56.75, "56.8 ms"), (0.4249, "0.42 ms"), (None, "—"), (math.nan, "—")],
+)
+def test_ms(value: float | None, text: str) -> None:
+    assert fmt.ms(value) == text
+
+
+def test_share_and_change() -> None:
+    assert (fmt.share(0.125), fmt.share(None)) == ("12.5%", "—")
+    assert fmt.change(1095.0, 900.0) == "+195 ms (+21.7%)"
+    assert fmt.change(80.0, 100.0) == "-20.0 ms (-20.0%)"  # ASCII minus: Streamlit reads it as a fall
+    assert fmt.change(5.0, 0.0) == "+5.00 ms" and fmt.change(None, 1.0) is None
+
+
+def test_budget_lookup_prefers_the_route_and_honours_dropped_defaults() -> None:
+    book = BudgetBook(BUDGETS)
+    assert book and not BudgetBook()
+    assert book.budget_ms("/checkout", "e2e", "p50") == 1000.0
+    assert book.budget_ms("/checkout", "e2e", "p95") is None  # dropped for this route
+    assert book.budget_ms("/search", "e2e", "p95") == 3000.0  # the default
+    assert book.budget_ms("", "e2e", "p50") == 2000.0  # all routes: the default
+    assert book.budget_ms("", "ttft", "p95") is None  # no default for TTFT: neutral
+    assert book.budget_ms("/checkout", "ttft", "p95", service="other") is None  # the file budgets "shop"
+    assert book.level(1095.0, "/checkout", "e2e", "p50") == "breach"
+    assert book.level(1000.0, "/checkout", "e2e", "p50") == "ok"
+    assert book.level(10.0, "/checkout", "itl", "p50") is None
+
+
+def test_levels_and_colours() -> None:
+    assert (level(None, 1.0), level(1.0, None), level(2.0, 1.0)) == (None, None, "breach")
+    assert (colour("ok"), colour("breach"), colour(None)) == (LEVEL_COLOURS["ok"], LEVEL_COLOURS["breach"], NEUTRAL)
+    [breach, insufficient] = parse_verdicts(BUDGETS)
+    assert (breach.name, breach.actual_ms, breach.status) == ("/checkout", 190.25, "breach")
+    assert (insufficient.actual_ms, insufficient.source) == (None, "default")
+
+
+def test_windows() -> None:
+    assert window_seconds("15m") == 900 and window_seconds("7d") == 7 * 86400
+    assert previous_window("1h", 10_000) == (10_000 - 7200, 10_000 - 3600)
+    assert describe_window("1h") == "the last 1 hour" and describe_window("24h") == "the last 24 hours"
+    with pytest.raises(ValueError, match="window 'soon'"):
+        window_seconds("soon")
+    assert Scope("1h", "", "/a").link(trace="t", sort="") == {"window": "1h", "route": "/a", "trace": "t"}
+
+
+def test_calls_and_errors() -> None:
+    assert Call.of("/traces", sort="slowest", route="", limit=5, tool=None).params == (
+        ("limit", "5"),
+        ("sort", "slowest"),
+    )
+    error = ApiError(404, "no budgets")
+    copy = type(error).__reduce__(error)
+    assert copy[0](*copy[1]).status == 404 and str(copy[0](*copy[1])) == "no budgets"
+
+
+def test_streamlit_command_binds_loopback() -> None:
+    command = streamlit_command(8599)
+    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboard/app.py")
+    pairs = dict(zip(command[5::2], command[6::2], strict=False))
+    assert pairs["--server.address"] == "127.0.0.1" and pairs["--server.port"] == "8599"
+    assert pairs["--server.headless"] == "true" and pairs["--browser.gatherUsageStats"] == "false"
+
+
+# --- figures --------------------------------------------------------------------------
+BREAKDOWN = [
+    {"group": {"route": "/a"}, "e2e": {"mean": 1000.0}, "model": {"mean": 600.0}, "tool": {"mean": 300.0},
+     "orchestration": {"mean": 100.0}, "share": {"model": 0.6, "tool": 0.3, "orchestration": 0.1}},
+    {"group": {"route": "/b"}, "e2e": {"mean": 200.0}, "model": {"mean": 200.0}, "tool": {"mean": 0.0},
+     "orchestration": {"mean": 0.0}, "share": {"model": 1.0, "tool": 0.0, "orchestration": 0.0}},
+]  # fmt: skip
+
+
+def test_split_bars_stack_the_parts_per_route() -> None:
+    fig = figures.split_bars(BREAKDOWN)
+    bars = {t.name: t for t in fig.data}
+    assert list(bars) == ["model", "tool", "orchestration"] and fig.layout.barmode == "stack"
+    assert bars["model"].y == ("/b", "/a")  # shortest first: the longest ends up on top
+    assert bars["model"].x == (200.0, 600.0) and bars["tool"].x == (0.0, 300.0)
+    assert bars["model"].text == ("200 ms (100.0%)", "600 ms (60.0%)") and bars["tool"].text[0] == ""
+    assert bars["tool"].marker.color == figures.COLOURS["tool"]
+
+
+def test_timeseries_lines_and_budget_lines() -> None:
+    points = [{"t": "2026-01-01T00:00:00Z", "p50": 1.0, "p95": 2.0, "p99": 3.0}]
+    fig = figures.timeseries(points, "TTFT", {"p95": 150.0}, ("2025-12-31T23:00:00Z", "2026-01-01T00:10:00Z"))
+    assert fig.layout.xaxis.range == ("2025-12-31T23:00:00Z", "2026-01-01T00:10:00Z")  # the whole window
+    assert [(t.name, t.y) for t in fig.data] == [("p50", (1.0,)), ("p95", (2.0,)), ("p99", (3.0,))]
+    assert [s.y0 for s in fig.layout.shapes] == [150.0]
+    assert fig.layout.annotations[0].text == "p95 budget 150 ms"
+
+
+def span(span_id: str, parent: str, name: str, start: int, ms: int, role: str = "other", **extra: object) -> dict:
+    derived = {"Role": role, **extra.pop("derived", {})}  # type: ignore[dict-item]
+    return {"span_id": span_id, "parent_span_id": parent, "name": name, "start_ns": start * 1_000_000,
+            "duration_ns": ms * 1_000_000, "status_code": extra.pop("status", "Unset"),
+            "attributes": extra.pop("attributes", {}), "derived": derived}  # fmt: skip
+
+
+TRACE = {
+    "trace_id": "t",
+    "analysis": {
+        "start_ns": 0,
+        "critical_path": ["r", "m", "t2"],
+        "segments": [
+            {"span_id": "m", "start_ns": 0, "end_ns": 100_000_000, "category": "model", "phase": "prefill"},
+            {"span_id": "t2", "start_ns": 100_000_000, "end_ns": 300_000_000, "category": "tool", "phase": ""},
+        ],
+    },
+    "spans": [
+        span("t1", "r", "execute_tool a", 100, 50, "tool", status="Error"),
+        span("r", "", "invoke_agent x", 0, 300, "agent"),
+        span("m", "r", "chat m", 0, 100, "model", derived={"QueueMs": 10.0, "PrefillMs": 20.0, "DecodeMs": 70.0}),
+        span("t2", "r", "execute_tool b", 100, 200, "tool"),
+        span("p", "m2", "prefill", 400, 5, "model", attributes={"agentlat.phase": "prefill"}),
+    ],
+}
+
+
+def test_waterfall_orders_the_tree_and_marks_the_critical_path() -> None:
+    data = figures.waterfall_data(TRACE)
+    # children by start time, the longer first on a tie; an orphan starts its own tree
+    tree = ["invoke_agent x", "  chat m", "  execute_tool b", "  execute_tool a (error)", "prefill"]
+    assert data.labels == ["critical path", *tree]
+    strip = [(b.category, b.start_ms, b.length_ms) for b in data.bars if b.row == 0]
+    assert strip == [("prefill", 0.0, 100.0), ("tool", 100.0, 200.0)]
+    model = [(b.category, b.start_ms, b.length_ms, b.on_path) for b in data.bars if b.row == 2]
+    assert model == [("model", 0.0, 100.0, True), ("queue", 0.0, 10.0, True), ("prefill", 10.0, 20.0, True),
+                     ("decode", 30.0, 70.0, True)]  # fmt: skip
+    assert [(b.category, b.on_path) for b in data.bars if b.row in (4, 5)] == [("tool", False), ("prefill", False)]
+
+
+def test_waterfall_figure_fades_spans_off_the_path() -> None:
+    fig = figures.waterfall(TRACE)
+    tools = next(t for t in fig.data if t.name == "tool")
+    assert tools.base == (100.0, 100.0, 100.0) and tools.x == (200.0, 200.0, 50.0)  # strip, b, a
+    assert tools.marker.opacity == (1.0, 1.0, 0.35) and tools.marker.line.width == (0, 1.5, 0)
+    assert fig.layout.barmode == "overlay" and {t.width for t in fig.data} == {0.7}
+    ticks = fig.layout.yaxis.ticktext
+    assert ticks[0].rstrip("\u00a0") == "critical\u00a0path" and len(set(map(len, ticks))) == 1  # one width
+    assert ticks[2].startswith("\u00a0\u00a0chat\u00a0m")
+    assert figures.tick_labels(["x" * 60])[0] == "x" * 47 + "…"
+
+
+def test_budget_bars_and_evidence() -> None:
+    fig = figures.budget_bars(parse_verdicts(BUDGETS))
+    [bars] = fig.data
+    assert bars.y == ("/checkout · ttft p95",) and bars.x == pytest.approx((190.25 / 150 * 100,))
+    assert bars.marker.color == (LEVEL_COLOURS["breach"],)  # the verdict without data has no bar
+    finding = {"kind": "speculative_decoding", "saving_ms_per_request": 50.0,
+               "evidence": {"long_calls": 30, "decode_ms": 900.0, "assumed_speedup": 1.5}}  # fmt: skip
+    assert figures.evidence_values(finding) == [("decode now", 900.0), ("with speculation (assumed)", 600.0)]
+    other = {"kind": "new_rule", "saving_ms_per_request": 1.0, "evidence": {"wait_ms": 5, "calls": 3}}
+    assert figures.evidence_values(other) == [("wait_ms", 5.0)]
+    ranking = figures.savings_ranking([{"route": "/a", "kind": "parallel_tools", "total_saving_s": 4.0}])
+    assert ranking.data[0].y == ("/a · parallel tools",) and ranking.data[0].text == ("4.0 s",)
+
+
+# --- page tables ----------------------------------------------------------------------
+DIMENSIONS = {
+    "dimension": "route",
+    "metrics": ["e2e", "itl"],
+    "rows": [
+        {"name": "/checkout", "count": 20, "errors": 0, "error_rate": 0.0, "cache_hit_rate": 0.125,
+         "spec_acceptance": None, "metrics": {"e2e": {"count": 20, "p50": 1095.0, "p95": 1180.5, "p99": 1188.1},
+                                              "itl": {"count": 0, "p50": None, "p95": None, "p99": None}}},
+    ],
+}  # fmt: skip
+
+
+def test_routes_table_and_budget_colours() -> None:
+    frame = table(DIMENSIONS, Scope("1h", "shop"))
+    # ITL has no samples and nothing reports speculation: no columns for them
+    columns = ["route", "requests", "cache hit", "error rate", "E2E p50", "E2E p95", "E2E p99", "traces"]
+    assert list(frame.columns) == columns
+    assert frame.loc[0, "traces"] == "traces?window=1h&service=shop&route=%2Fcheckout&sort=slowest"
+    styles = cell_styles(frame, DIMENSIONS, BudgetBook(BUDGETS))
+    assert styles.loc[0, "E2E p50"] == f"color: {LEVEL_COLOURS['breach']}; font-weight: 600"
+    assert styles.loc[0, "E2E p95"] == "" and styles.loc[0, "E2E p99"] == ""  # dropped budget, no budget
+    assert (cell_styles(frame, DIMENSIONS, BudgetBook()) == "").all().all()  # no budgets: neutral
+
+
+def test_what_if_table() -> None:
+    analysis = {"e2e_ms": 1000.0, "parallelisable": [
+        {"tools": ["a", "b"], "saving_ms": 200.0, "on_critical_path": True},
+        {"tools": ["c", "d"], "saving_ms": 0.0, "on_critical_path": False},
+    ]}  # fmt: skip
+    assert what_if(analysis).values.tolist() == [
+        ["a, b", "200 ms", "800 ms", "yes"],
+        ["c, d", "0.00 ms", "1,000 ms", "no"],
+    ]
+    assert what_if({"e2e_ms": 1.0, "parallelisable": []}).empty
+
+
+def test_alert_records_show_nested_values_as_json() -> None:
+    body = {"rules": [{"name": "p99 drift", "labels": {"route": "/chat"}, "for": "5m"}]}
+    assert records(body, "rules").values.tolist() == [["p99 drift", '{"route": "/chat"}', "5m"]]
+    assert records(body, "events").empty
