@@ -34,7 +34,10 @@ AGENTLAT_SERVICES = ("init", "collector", "dashboard", "alerts")
 LONG_RUNNING = ("clickhouse", "collector", "dashboard", "alerts")
 OPERATIONS = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
 SERVER_VARIABLES = {var for _, var, _ in config._ENV}
-CLIENT_VARIABLES = {"AGENTLAT_API", "AGENTLAT_API_KEY", "AGENTLAT_BOOTSTRAP_ADMIN_KEY"}  # not the server's
+# Read by the commands (dashboard, keys bootstrap, the alert evaluator), not the server's settings.
+CLIENT_VARIABLES = {
+    "AGENTLAT_API", "AGENTLAT_API_KEY", "AGENTLAT_BOOTSTRAP_ADMIN_KEY", "AGENTLAT_SLACK_WEBHOOK", "AGENTLAT_DASHBOARD_URL",
+}  # fmt: skip
 SECRETS = {"CLICKHOUSE_PASSWORD", "AGENTLAT_API_KEY"}
 INTERPOLATION = re.compile(r"\$\{(?P<name>\w+)(?:(?P<op>:[-?])(?P<arg>[^}]*))?\}")
 
@@ -116,13 +119,16 @@ def test_dashboard_reads_the_collectors_with_the_admin_key() -> None:
     }
 
 
-def test_alert_evaluator_is_opt_in_and_reads_the_collectors() -> None:
+def test_alert_evaluator_is_opt_in_and_reads_clickhouse_with_mounted_rules() -> None:
     alerts = SERVICES["alerts"]
     assert alerts["command"] == ["agentlat", "alerts", "run"] and alerts["profiles"] == ["alerts"]
     assert alerts["environment"] == {
-        "AGENTLAT_API": "http://collector:4318",
-        "AGENTLAT_API_KEY": SERVICES["dashboard"]["environment"]["AGENTLAT_API_KEY"],
+        "AGENTLAT_CLICKHOUSE_URL": SERVICES["collector"]["environment"]["AGENTLAT_CLICKHOUSE_URL"],
+        "AGENTLAT_ALERTS": "/etc/agentlat/alerts.yaml",
+        "AGENTLAT_SLACK_WEBHOOK": "${SLACK_WEBHOOK_URL:-}",
+        "AGENTLAT_DASHBOARD_URL": "${AGENTLAT_DASHBOARD_URL:-http://127.0.0.1:8501}",
     }
+    assert alerts["volumes"] == ["./alerts.yaml:/etc/agentlat/alerts.yaml:ro"]
 
 
 # --- health, dependencies, restarts, ports --------------------------------------------
