@@ -36,8 +36,12 @@ OPERATIONS = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
 SERVER_VARIABLES = {var for _, var, _ in config._ENV}
 # Read by the commands (dashboard, keys bootstrap, the alert evaluator), not the server's settings.
 CLIENT_VARIABLES = {
-    "AGENTLAT_API", "AGENTLAT_API_KEY", "AGENTLAT_BOOTSTRAP_ADMIN_KEY", "AGENTLAT_SLACK_WEBHOOK", "AGENTLAT_DASHBOARD_URL",
-}  # fmt: skip
+    "AGENTLAT_API",
+    "AGENTLAT_API_KEY",
+    "AGENTLAT_BOOTSTRAP_ADMIN_KEY",
+    "AGENTLAT_SLACK_WEBHOOK",
+    "AGENTLAT_DASHBOARD_URL",
+}
 SECRETS = {"CLICKHOUSE_PASSWORD", "AGENTLAT_API_KEY"}
 INTERPOLATION = re.compile(r"\$\{(?P<name>\w+)(?:(?P<op>:[-?])(?P<arg>[^}]*))?\}")
 
