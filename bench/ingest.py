@@ -156,11 +156,11 @@ def run(requests: int = 200, clients: int = 4) -> list[tuple[str, float, str, st
         return [
             ("ingest: acknowledged (durable) spans/s", acked / acked_seconds, "spans/s", "target ≥ 100,000"),
             ("ingest: stored spans/s", stored / stored_seconds, "spans/s", f"{stored} of {acked} stored"),
-            ("ingest: request latency p50", percentile(latencies, 0.5) * 1000, "ms", f"{SPANS_PER_REQUEST} spans/request"),
+            ("ingest: request latency p50", percentile(latencies, 0.5) * 1000, "ms", f"{SPANS_PER_REQUEST}/request"),
             ("ingest: request latency p99", percentile(latencies, 0.99) * 1000, "ms", ""),
             ("ingest: server CPU per 100k spans", cpu / max(acked, 1) * 100_000, "CPU s", "2 cores available"),
             ("ingest: server peak RSS", _peak_rss_mb(pid), "MiB", ""),
-            ("ingest: traces analysed", analysed, "traces", f"of {traces_expected}, done {analysis_seconds:.1f} s after start"),
+            ("ingest: traces analysed", analysed, "traces", f"of {traces_expected} in {analysis_seconds:.1f} s"),
         ]  # fmt: skip
     finally:
         server.stop()

@@ -129,7 +129,11 @@ def test_fuzz_truncated_and_corrupted_real_payloads(fuzzed: tuple[ServerProcess,
 def test_good_spans_in_mixed_requests_are_kept(fuzzed: tuple[ServerProcess, httpx.Client]) -> None:
     server, client = fuzzed
     good = [SpanSpec("kept one", service="fuzz-mixed"), SpanSpec("kept two", service="fuzz-mixed")]
-    bad = [SpanSpec("bad id", trace_id="ab"), SpanSpec("zero", span_id="00" * 8), SpanSpec("huge", start_ns=2**64 - 1, duration_ns=0)]
+    bad = [
+        SpanSpec("bad id", trace_id="ab"),
+        SpanSpec("zero", span_id="00" * 8),
+        SpanSpec("huge", start_ns=2**64 - 1, duration_ns=0),
+    ]
     response = check(client, otlp_protobuf([bad[0], good[0], bad[1], good[1], bad[2]]), PROTOBUF)
     assert response.status_code == 200
     for spec in good:
