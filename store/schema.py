@@ -100,3 +100,21 @@ SPAN_ARROW_SCHEMA = pa.schema(
 DERIVED_DEFAULTS: dict[str, object] = {
     c.name: (None if c.nullable else (0 if pa.types.is_integer(c.arrow_type) else "")) for c in DERIVED_COLUMNS
 }
+
+_NULLABLE_NAMES = frozenset(c.name for c in SPAN_COLUMNS if c.nullable)
+
+
+def empty_column(field: pa.Field, rows: int) -> pa.Array:
+    """``rows`` empty values of a spans-table column, for bulk writers that fill only some columns:
+    empty maps, lists and strings, NULL for numbers that mean "not reported", zero otherwise."""
+    kind = field.type
+    if pa.types.is_map(kind) or pa.types.is_list(kind):
+        offsets = pa.array([0] * (rows + 1), pa.int32())
+        if pa.types.is_map(kind):
+            return pa.MapArray.from_arrays(offsets, pa.array([], kind.key_type), pa.array([], kind.item_type))
+        return pa.ListArray.from_arrays(offsets, pa.array([], kind.value_type))
+    if pa.types.is_string(kind):
+        return pa.repeat("", rows)
+    if field.name in _NULLABLE_NAMES:
+        return pa.nulls(rows, kind)
+    return pa.repeat(pa.scalar(0, kind), rows)

@@ -13,24 +13,9 @@ import numpy as np
 import pyarrow as pa
 
 from agentlat.store import SPAN_ARROW_SCHEMA, Store
-from agentlat.store.schema import SPAN_COLUMNS
+from agentlat.store.schema import empty_column
 
-NULLABLE = {c.name for c in SPAN_COLUMNS if c.nullable}
 _ids = itertools.count()
-
-
-def _empty(field: pa.Field, n: int) -> pa.Array:
-    t = field.type
-    offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
-    if pa.types.is_map(t):
-        return pa.MapArray.from_arrays(offsets, pa.array([], t.key_type), pa.array([], t.item_type))
-    if pa.types.is_list(t):
-        return pa.ListArray.from_arrays(offsets, pa.array([], t.value_type))
-    if pa.types.is_string(t):
-        return pa.repeat("", n)
-    if field.name in NULLABLE:
-        return pa.nulls(n, t)
-    return pa.array(np.zeros(n, dtype=t.to_pandas_dtype()), t)
 
 
 def tool_spans(
@@ -61,7 +46,7 @@ def tool_spans(
         "ProjectId": pa.repeat(project, n),
     }  # fmt: skip
     fields = SPAN_ARROW_SCHEMA
-    arrays = [columns[f.name] if f.name in columns else _empty(f, n) for f in fields]
+    arrays = [columns[f.name] if f.name in columns else empty_column(f, n) for f in fields]
     return pa.Table.from_arrays(arrays, schema=fields)
 
 

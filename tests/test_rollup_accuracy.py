@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from agentlat.store import SPAN_ARROW_SCHEMA, SpanFilter, Store
-from agentlat.store.schema import SPAN_COLUMNS
+from agentlat.store.schema import empty_column
 
 PROJECT = "rollup-accuracy"
 SERVICE = "rollup-accuracy-svc"
@@ -26,7 +26,6 @@ ROUTES = ("/r0", "/r1", "/r2")
 QUANTILES = (0.5, 0.95, 0.99)
 RANK_TOLERANCE = 0.01
 SEED = 20_240_611
-NULLABLE = {c.name for c in SPAN_COLUMNS if c.nullable}  # the Arrow schema marks nearly every field nullable
 
 
 @dataclass(frozen=True)
@@ -51,24 +50,10 @@ def _ids(prefix: str, ids: np.ndarray) -> pa.Array:
     return pc.binary_join_element_wise(prefix, pc.cast(pa.array(ids), pa.string()), "")
 
 
-def _empty(field: pa.Field, n: int) -> pa.Array:
-    """A column of n empty values (null where nullable numbers mean 'not reported')."""
-    t = field.type
-    offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
-    if pa.types.is_map(t):
-        return pa.MapArray.from_arrays(offsets, pa.array([], t.key_type), pa.array([], t.item_type))
-    if pa.types.is_list(t):
-        return pa.ListArray.from_arrays(offsets, pa.array([], t.value_type))
-    if pa.types.is_string(t):
-        return pa.repeat("", n)
-    if field.name in NULLABLE:
-        return pa.nulls(n, t)
-    return pa.array(np.zeros(n, dtype=t.to_pandas_dtype()), t)
-
-
 def _batch(columns: dict[str, pa.Array], n: int) -> pa.Table:
     return pa.Table.from_arrays(
-        [columns[f.name] if f.name in columns else _empty(f, n) for f in SPAN_ARROW_SCHEMA], schema=SPAN_ARROW_SCHEMA
+        [columns[f.name] if f.name in columns else empty_column(f, n) for f in SPAN_ARROW_SCHEMA],
+        schema=SPAN_ARROW_SCHEMA,
     )
 
 
