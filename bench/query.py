@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from agentlat.store import SPAN_ARROW_SCHEMA, open_store
 from agentlat.store.analysis import TRACE_ROW_SCHEMA
+from agentlat.store.schema import empty_column
 
 PROJECT = "default"  # the project of an unauthenticated server
 SPANS_PER_TRACE = 10
@@ -108,20 +109,6 @@ def by_role(role: np.ndarray, agent: pa.Array, model: pa.Array, tool: pa.Array) 
 
 def const(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), n)
-
-
-def empty_column(field: pa.Field, n: int) -> pa.Array:
-    t = field.type
-    offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
-    if pa.types.is_map(t):
-        return pa.MapArray.from_arrays(offsets, pa.array([], t.key_type), pa.array([], t.item_type))
-    if pa.types.is_list(t):
-        return pa.ListArray.from_arrays(offsets, pa.array([], t.value_type))
-    if pa.types.is_string(t):
-        return const("", n)
-    if field.nullable and (pa.types.is_floating(t) or pa.types.is_integer(t)):
-        return pa.nulls(n, t)
-    return pa.array(np.zeros(n, dtype=t.to_pandas_dtype()), t)
 
 
 def masked(values: np.ndarray, mask: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
@@ -619,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
                 proc.kill()
         if not args.keep:
             shutil.rmtree(data if args.data else data.parent, ignore_errors=True)
+            shutil.rmtree(data.with_name(data.name + ".wal"), ignore_errors=True)  # the server's write-ahead log
+            data.with_name(f"{data.name}-server.log").unlink(missing_ok=True)
         else:
             print(f"kept {data}")
 
