@@ -26,10 +26,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 TRACER_NAME = AGENTLAT_SCOPE
 
 
-def tracer() -> trace.Tracer:
-    from agentlat import __version__
+_tracer_cache: tuple[object, trace.Tracer] | None = None
 
-    return trace.get_tracer(TRACER_NAME, __version__)
+
+def tracer() -> trace.Tracer:
+    """agentlat's tracer from the current global provider, made once per provider (per span it
+    would cost more than the rest of a scope)."""
+    global _tracer_cache
+    provider = trace.get_tracer_provider()
+    if _tracer_cache is None or _tracer_cache[0] is not provider:
+        from agentlat import __version__
+
+        _tracer_cache = (provider, provider.get_tracer(TRACER_NAME, __version__))
+    return _tracer_cache[1]
 
 
 class SpanScope:
