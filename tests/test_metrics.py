@@ -30,7 +30,14 @@ def test_metrics_count_received_rejected_and_written(tmp_path: Path) -> None:
         assert post(otlp_protobuf(good + bad)).status_code == 200
         assert post(b"\xff garbage").status_code == 400
         assert post(b"x", {"Content-Type": "text/plain"}).status_code == 415
-        m = wait_for(lambda: (s := scrape(server))[("agentlat_spans_written_total", ())] >= 7 and s)
+
+        # Written first, then the log's pending bytes are released: wait for both.
+        def settled() -> dict | None:
+            s = scrape(server)
+            done = s[("agentlat_spans_written_total", ())] >= 7 and s[("agentlat_wal_pending_bytes", ())] == 0
+            return s if done else None
+
+        m = wait_for(settled)
         assert m[("agentlat_spans_received_total", (("protocol", "http"),))] == 9
         assert m[("agentlat_spans_rejected_total", (("reason", "invalid_span"),))] == 2
         assert m[("agentlat_spans_written_total", ())] == 7
