@@ -60,6 +60,7 @@ def setup_logging(level: str) -> None:
         handlers=[RichHandler(console=console, show_path=False, rich_tracebacks=False)],
         force=True,
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call is noise here
 
 
 @app.command()
