@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentlat.alerts.yamlfile import LATENCY_EXPECTED, FieldParser, Marked, latency_ms, load_yaml
+from agentlat.alerts.yamlfile import LATENCY_EXPECTED, FieldParser, Marked, latency_ms, load_yaml, read_file
 from agentlat.errors import ConfigError
 
 METRICS = ("ttft", "itl", "e2e", "model", "tool")  # names of the query API's metrics
@@ -139,12 +139,7 @@ class Budgets:
 def load_budgets(path: str | Path) -> Budgets:
     """Read and validate a budgets file; errors name the file, line, field and what was expected."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BudgetError(f"{path}: no such budgets file; `agentlat budget init` writes a starter one") from None
-    except OSError as exc:
-        raise BudgetError(f"{path}: cannot read the budgets file ({exc.strerror})") from None
+    text = read_file(path, BudgetError, "budgets file", "`agentlat budget init` writes a starter one")
     return parse_budgets(text, str(path))
 
 

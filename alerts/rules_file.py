@@ -39,7 +39,7 @@ from agentlat.alerts.rules import (
     Spec,
     Threshold,
 )
-from agentlat.alerts.yamlfile import LATENCY_EXPECTED, NOTHING, FieldParser, Marked, latency_ms, load_yaml
+from agentlat.alerts.yamlfile import LATENCY_EXPECTED, NOTHING, FieldParser, Marked, latency_ms, load_yaml, read_file
 
 T = TypeVar("T")
 
@@ -87,12 +87,7 @@ WINDOW_EXPECTED = "a duration in whole minutes such as '5m', '1h' or '3d'"
 def load_rules(path: str | Path) -> AlertConfig:
     """Read and validate an alert rules file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AlertRulesError(f"{path}: no such alert rules file; examples/alerts.yaml is a complete one") from None
-    except OSError as exc:
-        raise AlertRulesError(f"{path}: cannot read the alert rules file ({exc.strerror})") from None
+    text = read_file(path, AlertRulesError, "alert rules file", "examples/alerts.yaml is a complete one")
     return parse_rules(text, str(path))
 
 

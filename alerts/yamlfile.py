@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -52,6 +53,16 @@ def _construct_mapping(loader: _MarkedLoader, node: yaml.MappingNode) -> Marked:
 
 
 _MarkedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_file(path: Path, error: type[ConfigError], what: str, when_missing: str) -> str:
+    """A config file's text, or ``error`` saying what is wrong and (when missing) what to do."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}; {when_missing}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
 
 
 def load_yaml(text: str, path: str, error: type[ConfigError]) -> Any:

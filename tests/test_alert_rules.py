@@ -221,3 +221,12 @@ def test_the_server_rereads_a_changed_file_and_keeps_the_last_good_one(tmp_path:
     path.write_text(BASE.replace("800ms", "fast"))
     os.utime(path, ns=(2, 2))
     assert source.changed() is None and source.config.rules[0].spec.threshold_ms == 900.0  # type: ignore[union-attr]
+
+
+def test_a_missing_or_unreadable_rules_file_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(
+        AlertRulesError, match=re.escape("no such alert rules file; examples/alerts.yaml is a complete one")
+    ):
+        load_rules(tmp_path / "absent.yaml")
+    with pytest.raises(AlertRulesError, match="cannot read the alert rules file"):
+        load_rules(tmp_path)  # a directory
