@@ -162,6 +162,9 @@ def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str,
           AND Timestamp >= (
               SELECT min(Start) - INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
               WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
+          AND Timestamp <= (
+              SELECT max(End) + INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
+              WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
         ORDER BY Timestamp, SpanId
     """
     return sql, {"project": project, "trace_id": trace_id}
