@@ -90,7 +90,7 @@ def serve(
     from agentlat.collector.server import run_server
 
     setup_logging(log_level)
-    _run(
+    run_or_exit(
         lambda: run_server(
             host=host,
             port=port,
@@ -135,7 +135,7 @@ def up(
             run_server(port=port, data_dir=data, log_level=log_level, console=console)
 
     setup_logging(log_level)
-    _run(serve_with_dashboard)
+    run_or_exit(serve_with_dashboard)
 
 
 ApiOpt = Annotated[str, typer.Option("--api", help="agentlat server URL (env AGENTLAT_API).", envvar="AGENTLAT_API")]
@@ -152,7 +152,7 @@ def advise(
     """Which latency lever each route should pull, ranked by expected saving."""
     from agentlat.collector.client import ApiClient
 
-    _run(lambda: _print_advice(ApiClient(api).get("/api/v1/advice", window=window, route=route), as_json))
+    run_or_exit(lambda: _print_advice(ApiClient(api).get("/api/v1/advice", window=window, route=route), as_json))
 
 
 def _print_advice(body: dict, as_json: bool) -> None:
@@ -221,9 +221,6 @@ def run_or_exit(action: Callable[[], None]) -> None:
     except AgentlatError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
-
-
-_run = run_or_exit
 
 
 app.add_typer(keys_app, name="keys")
