@@ -7,7 +7,9 @@ exchange data as Arrow, so every query in ``queries.py`` runs unchanged on eithe
 from __future__ import annotations
 
 import io
-import threading
+import queue
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -54,25 +56,38 @@ def from_arrow_stream(payload: bytes) -> pa.Table:
 class ChdbBackend:
     """In-process ClickHouse. A data directory can be open in one process only.
 
-    chDB runs one statement at a time per connection, so calls are serialised here.
+    chDB runs one statement at a time per connection handle, and handles to the same data
+    directory run in parallel, so the backend keeps a small pool of handles: a dashboard's
+    concurrent queries and the ingest writer's inserts do not wait for each other.
     """
 
     name = "chdb"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, connections: int = 4) -> None:
         import chdb
 
         data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._conn = chdb.connect(str(data_dir))
+            handles = [chdb.connect(str(data_dir)) for _ in range(max(connections, 1))]
         except Exception as exc:
             raise StoreError(
                 f"cannot open the embedded store at {data_dir}: {exc}. "
                 "Is another agentlat server using this data directory? "
                 "Stop it or pass --data with another directory."
             ) from None
-        self._lock = threading.Lock()
+        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
+        for handle in handles:
+            self._idle.put(handle)
+        self._size = len(handles)
         self.data_dir = data_dir
+
+    @contextmanager
+    def _handle(self) -> Iterator[Any]:
+        handle = self._idle.get()
+        try:
+            yield handle
+        finally:
+            self._idle.put(handle)
 
     def execute(self, sql: str, params: Params | None = None) -> None:
         self._run(sql, "Null", params)
@@ -87,9 +102,9 @@ class ChdbBackend:
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         payload = to_arrow_stream(data)
         columns = ", ".join(f"`{name}`" for name in data.column_names)
-        with self._lock:
+        with self._handle() as handle:
             try:
-                with self._conn.send_insert(f"INSERT INTO {table} ({columns})", "ArrowStream") as ins:
+                with handle.send_insert(f"INSERT INTO {table} ({columns})", "ArrowStream") as ins:
                     ins.append(payload)
                     ins.finish()
             except Exception as exc:
@@ -97,15 +112,18 @@ class ChdbBackend:
 
     def _run(self, sql: str, fmt: str, params: Params | None) -> Any:
         bound = {k: _chdb_param(v) for k, v in (params or {}).items()}
-        with self._lock:
+        with self._handle() as handle:
             try:
-                return self._conn.query(sql, fmt, params=bound)
+                return handle.query(sql, fmt, params=bound)
             except Exception as exc:
                 raise StoreError(str(exc)) from None
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        """Close every handle, waiting for statements still running. Later calls fail with StoreError."""
+        handles = [self._idle.get() for _ in range(self._size)]
+        for handle in handles:
+            handle.close()
+            self._idle.put(handle)
 
 
 def _chdb_param(value: Any) -> Any:
