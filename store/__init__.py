@@ -185,10 +185,10 @@ class Store:
         return [(r["project"], r["trace_id"]) for r in self.backend.query_arrow(sql, params).to_pylist()]
 
     def rollup(self, minutes: Sequence[int], version: int) -> None:
-        """Recompute the rollups of these minutes (unix seconds) from the raw tables."""
+        """Recompute the rollups of these minutes (unix seconds) from the raw tables, then their hours."""
         if minutes:
-            sql, params = analysis.rollup_sql(minutes, version)
-            self.backend.execute(sql, params)
+            for sql, params in (analysis.rollup_sql(minutes, version), analysis.hourly_rollup_sql(minutes)):
+                self.backend.execute(sql, params)
 
     def trace_analysis(self, project: str, trace_id: str) -> dict[str, Any] | None:
         sql, params = queries.trace_analysis_sql(project, trace_id)

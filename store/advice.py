@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentlat.store.backends import Params
-from agentlat.store.queries import SpanFilter
+from agentlat.store.queries import FINAL_WITHIN_PARTITIONS, SpanFilter
 
 _CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
 LONG_OUTPUT_TOKENS = 400
@@ -33,6 +33,7 @@ def model_calls_sql(where: SpanFilter) -> tuple[str, Params]:
         FROM otel_traces FINAL
         WHERE {where.window_clause()} AND {_CLIENT_MODEL} AND Route != ''
         GROUP BY Route
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, where.params()
 
@@ -50,6 +51,7 @@ def prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
             HAVING count() >= 2
         )
         GROUP BY route
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, where.params()
 

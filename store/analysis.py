@@ -1,4 +1,4 @@
-"""SQL for the per-trace analysis and the per-minute rollups built on it and on the spans.
+"""SQL for the per-trace analysis and the per-minute and hourly rollups built on it and on the spans.
 
 The collector reads a trace's spans with ``analysis_input_sql``, analyses them in Python,
 writes one row per trace into ``agentlat_traces`` and asks for the minutes that changed
@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from agentlat.store.backends import Params
-from agentlat.store.migrations import ROLLUP_LEVELS
+from agentlat.store.migrations import HOURLY_FROM_MINUTES, ROLLUP_LEVELS
+from agentlat.store.queries import FINAL_WITHIN_PARTITIONS
 
 ANALYSIS_INPUT_COLUMNS = """
     ProjectId AS project, TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
@@ -33,6 +34,7 @@ def analysis_input_sql(project: str, trace_ids: Sequence[str]) -> tuple[str, Par
         SELECT {ANALYSIS_INPUT_COLUMNS}
         FROM otel_traces FINAL
         WHERE ProjectId = {{project:String}} AND TraceId IN {{ids:Array(String)}}
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, {"project": project, "ids": list(trace_ids)}
 
@@ -155,3 +157,13 @@ def rollup_sql(minutes: Sequence[int], version: int) -> tuple[str, Params]:
         GROUP BY ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool
     """
     return sql, {"minutes": sorted(minutes), "first": first, "last": last, "version": version}
+
+
+def hourly_rollup_sql(minutes: Sequence[int]) -> tuple[str, Params]:
+    """Recompute the hours holding these minutes (unix seconds) from their minute rows."""
+    hours = sorted({minute // 3600 * 3600 for minute in minutes})
+    where = (
+        "Minute >= toDateTime({first:UInt32}) AND Minute < toDateTime({last:UInt32})"
+        " AND toUnixTimestamp(toStartOfHour(Minute)) IN {hours:Array(UInt32)}"
+    )
+    return HOURLY_FROM_MINUTES.replace("{where}", where), {"hours": hours, "first": hours[0], "last": hours[-1] + 3600}

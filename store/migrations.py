@@ -194,6 +194,43 @@ TTL toDate(Minute) + INTERVAL {{ttl_days}} DAY
 """
 
 
+# The per-minute rollups merged per hour, for long windows: a day reads 24 rows per group
+# instead of 1,440. Recomputed from the minute rows whenever one of its minutes is.
+ROLLUP_HOURLY_DDL = f"""
+CREATE TABLE IF NOT EXISTS agentlat_rollup_1h (
+    ProjectId LowCardinality(String),
+    Metric LowCardinality(String),
+    Hour DateTime('UTC'),
+    ServiceName LowCardinality(String),
+    Route LowCardinality(String),
+    Agent LowCardinality(String),
+    Model LowCardinality(String),
+    Tool LowCardinality(String),
+    Count UInt64,
+    Sum Float64,
+    Digest AggregateFunction(quantilesTDigest({ROLLUP_LEVELS}), Float64),
+    Version UInt64
+)
+ENGINE = ReplacingMergeTree(Version)
+PARTITION BY toYYYYMM(Hour)
+ORDER BY (ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)
+TTL toDate(Hour) + INTERVAL {{ttl_days}} DAY
+"""
+
+_ROLLUP_GROUPS = "ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool"
+
+# Shared by the migration's backfill and by every later recomputation (store/analysis.py).
+HOURLY_FROM_MINUTES = f"""
+INSERT INTO agentlat_rollup_1h
+SELECT ProjectId, Metric, toStartOfHour(Minute) AS Hour, ServiceName, Route, Agent, Model, Tool,
+       sum(Count), sum(Sum), quantilesTDigestMergeState({ROLLUP_LEVELS})(Digest), max(Version)
+FROM agentlat_rollup_1m FINAL
+WHERE {{where}}
+GROUP BY {_ROLLUP_GROUPS}
+"""
+
+ROLLUP_HOURLY_BACKFILL = HOURLY_FROM_MINUTES.replace("{where}", "1")
+
 # API keys: only a hash of each secret is kept; revoking writes a newer row.
 KEYS_DDL = """
 CREATE TABLE IF NOT EXISTS agentlat_api_keys (
@@ -282,6 +319,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "ingest time, per-trace analysis and per-minute rollups", (INGESTED_AT_DDL, TRACES_DDL, ROLLUP_DDL)),
     Migration(3, "API keys", (KEYS_DDL,)),
     Migration(4, "alert state, events and notification outbox", (ALERT_STATE_DDL, ALERT_EVENTS_DDL, ALERT_OUTBOX_DDL)),
+    Migration(5, "hourly rollups", (ROLLUP_HOURLY_DDL, ROLLUP_HOURLY_BACKFILL)),
 )
 
 LEDGER_DDL = """
@@ -318,6 +356,7 @@ SHARDING_KEYS: dict[str, str] = {
     # A recomputed rollup row must land on the shard of the row it replaces, so the key is a
     # function of the sorting key: all of it, which spreads one minute over every shard.
     "agentlat_rollup_1m": "cityHash64(ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool)",
+    "agentlat_rollup_1h": "cityHash64(ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_api_keys": "cityHash64(KeyId)",
     "agentlat_migrations": "Version",
     "agentlat_alert_state": "cityHash64(ProjectId, Kind, Key)",
@@ -341,6 +380,7 @@ _CREATE_VIEW = re.compile(
     r"^\s*CREATE MATERIALIZED VIEW IF NOT EXISTS (?P<name>\w+)\s+TO (?P<target>\w+) AS\b(?P<select>.*?)\s*$", re.S
 )
 _ALTER = re.compile(r"^\s*ALTER TABLE (?P<name>\w+) (?P<commands>.*?)\s*$", re.S)
+_INSERT_SELECT = re.compile(r"^\s*INSERT INTO (?P<name>\w+)\s+(?P<select>SELECT\b.*?)\s*$", re.S)
 _COLUMN_COMMAND = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT|CLEAR) COLUMN\b")
 _TABLE_REFERENCE = re.compile(r"\b(FROM|JOIN)\s+(\w+)\b")
 
@@ -406,6 +446,11 @@ class _ClusterTarget:
             if _COLUMN_COMMAND.match(commands):  # the Distributed table mirrors the columns, nothing else
                 return [local, f"ALTER TABLE {self.qualified(name)} {self.on_cluster} {commands}"]
             return [local]
+        if insert := _INSERT_SELECT.match(statement):  # a backfill: runs once, through the Distributed tables
+            select = _TABLE_REFERENCE.sub(lambda ref: f"{ref[1]} {self.qualified(ref[2])}", insert["select"])
+            return [
+                f"INSERT INTO {self.qualified(insert['name'])} SETTINGS distributed_foreground_insert = 1\n{select}"
+            ]
         raise ValueError(f"cluster mode does not know how to distribute this statement:\n{statement.strip()}")
 
     def _table(self, name: str, body: str, engine: str, args: str | None, rest: str) -> list[str]:

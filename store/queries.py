@@ -50,6 +50,11 @@ METRICS: dict[str, Metric] = {
 
 QUANTILES = (0.5, 0.95, 0.99)
 
+# FINAL may deduplicate each partition on its own where a row's duplicates always share its
+# partition: spans (by day of their timestamp) and rollup rows (by their minute or hour). Not
+# for agentlat_traces, whose month partition follows a start that a late root can move.
+FINAL_WITHIN_PARTITIONS = "SETTINGS do_not_merge_across_partitions_select_final = 1"
+
 
 @dataclass(frozen=True, slots=True)
 class SpanFilter:
@@ -102,6 +107,7 @@ def percentiles_sql(metric: str, group_by: Sequence[str], where: SpanFilter) -> 
         HAVING count() > 0
         ORDER BY count DESC
         LIMIT 1000
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, where.params()
 
@@ -136,6 +142,7 @@ def traces_sql(where: SpanFilter, sort: str, limit: int) -> tuple[str, Params]:
         HAVING {" AND ".join(having)}
         ORDER BY {TRACE_SORTS[sort]}
         LIMIT {{limit:UInt32}}
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, params
 
@@ -166,50 +173,75 @@ def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str,
               SELECT max(End) + INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
               WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
         ORDER BY Timestamp, SpanId
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, {"project": project, "trace_id": trace_id}
 
 
-# --- reads of the per-minute rollups --------------------------------------------------
+# --- reads of the rollups ---------------------------------------------------------------
 ROLLUP_DIMENSIONS = ("service", "route", "agent", "model", "tool")
-_ROLLUP_WINDOW = (
-    "ProjectId = {project:String}"
-    " AND Minute >= toStartOfMinute(fromUnixTimestamp64Nano({start_ns:Int64}))"
-    " AND Minute < fromUnixTimestamp64Nano({end_ns:Int64})"
-)
+HOUR_S = 3600
 
 
-def _rollup_where(where: SpanFilter) -> str:
-    return " AND ".join([_ROLLUP_WINDOW, *where.equality_tests()])
+def rollup_spans(where: SpanFilter, hourly: bool = True) -> Params:
+    """The minutes a window covers (from the minute its start falls in up to its end), and the
+    whole hours among them that the hourly table answers for: ``[hour_first, hour_last)``."""
+    minute_first = where.start_ns // 60_000_000_000 * 60
+    minute_last = -(-where.end_ns // 60_000_000_000) * 60
+    hour_first, hour_last = -(-minute_first // HOUR_S) * HOUR_S, minute_last // HOUR_S * HOUR_S
+    if not hourly or hour_first >= hour_last:
+        hour_first = hour_last = 0
+    return {"minute_first": minute_first, "minute_last": minute_last, "hour_first": hour_first, "hour_last": hour_last}
+
+
+def _rollup_rows(where: SpanFilter, metric_test: str, columns: str) -> str:
+    """Matching rollup rows of the window, whole hours from the hourly table and the rest from minutes,
+    each with its start as ``T``."""
+    tests = " AND ".join(["ProjectId = {project:String}", *where.equality_tests(), metric_test])
+    return f"""
+        SELECT {columns}, Metric, Count, Sum, Digest, Minute AS T FROM agentlat_rollup_1m FINAL
+        WHERE {tests}
+          AND Minute >= toDateTime({{minute_first:UInt32}}) AND Minute < toDateTime({{minute_last:UInt32}})
+          AND NOT (Minute >= toDateTime({{hour_first:UInt32}}) AND Minute < toDateTime({{hour_last:UInt32}}))
+        UNION ALL
+        SELECT {columns}, Metric, Count, Sum, Digest, Hour AS T FROM agentlat_rollup_1h FINAL
+        WHERE {tests} AND Hour >= toDateTime({{hour_first:UInt32}}) AND Hour < toDateTime({{hour_last:UInt32}})
+    """
+
+
+_ROLLUP_COLUMNS = "ServiceName, Route, Agent, Model, Tool"
 
 
 def rollup_percentiles_sql(metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
-    """Count, mean and t-digest p50/p95/p99 per group and metric, merged from minute digests."""
+    """Count, mean and t-digest p50/p95/p99 per group and metric, merged from rollup digests."""
     columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
+    rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS)
     sql = f"""
         SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) / sum(Count) AS mean,
                quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
-        FROM agentlat_rollup_1m FINAL
-        WHERE {_rollup_where(where)} AND Metric IN {{metrics:Array(String)}}
+        FROM ({rows})
         GROUP BY {", ".join([*group_by, "metric"])}
         ORDER BY count DESC
         LIMIT 10000
+        {FINAL_WITHIN_PARTITIONS}
     """
-    return sql, {**where.params(), "metrics": list(metrics)}
+    return sql, {**where.params(), **rollup_spans(where), "metrics": list(metrics)}
 
 
 def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step_seconds: int) -> tuple[str, Params]:
     columns = "".join(f", {DIMENSIONS[d]} AS {d}" for d in group_by)
+    rows = _rollup_rows(where, "Metric = {metric:String}", _ROLLUP_COLUMNS)
     sql = f"""
-        SELECT toUnixTimestamp(toStartOfInterval(Minute, toIntervalSecond({{step:UInt32}}))) AS t{columns},
+        SELECT toUnixTimestamp(toStartOfInterval(T, toIntervalSecond({{step:UInt32}}))) AS t{columns},
                sum(Count) AS count, quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
-        FROM agentlat_rollup_1m FINAL
-        WHERE {_rollup_where(where)} AND Metric = {{metric:String}}
+        FROM ({rows})
         GROUP BY {", ".join(["t", *group_by])}
         ORDER BY t
         LIMIT 100000
+        {FINAL_WITHIN_PARTITIONS}
     """
-    return sql, {**where.params(), "metric": metric, "step": step_seconds}
+    spans = rollup_spans(where, hourly=step_seconds % HOUR_S == 0)
+    return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
 
 
 def trace_analysis_sql(project: str, trace_id: str) -> tuple[str, Params]:
@@ -278,5 +310,6 @@ def dimensions_sql(dimension: str, where: SpanFilter, with_quantiles: bool) -> t
         GROUP BY name
         ORDER BY count DESC, name
         LIMIT 1000
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, where.params()

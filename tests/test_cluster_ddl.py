@@ -42,6 +42,7 @@ EXPECTED_ENGINES = {
     "otel_traces_trace_id_ts": f"ReplicatedAggregatingMergeTree({PATH % 'otel_traces_trace_id_ts'})",
     "agentlat_traces": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_traces'}, AnalysedAt)",
     "agentlat_rollup_1m": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_rollup_1m'}, Version)",
+    "agentlat_rollup_1h": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_rollup_1h'}, Version)",
     "agentlat_api_keys": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_api_keys'}, Version)",
     "agentlat_migrations": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_migrations'})",
 }
@@ -105,9 +106,16 @@ def test_column_changes_reach_local_and_distributed_tables() -> None:
     ]
 
 
+def test_backfills_run_once_through_the_distributed_tables() -> None:
+    backfill = statement("INSERT INTO `agentlat`.agentlat_rollup_1h ")
+    assert backfill.startswith("INSERT INTO `agentlat`.agentlat_rollup_1h SETTINGS distributed_foreground_insert = 1\n")
+    assert re.findall(r"(?:FROM|JOIN) (\S+)", backfill) == ["`agentlat`.agentlat_rollup_1m"]
+    assert "ON CLUSTER" not in backfill
+
+
 def test_retention_is_filled_in() -> None:
     ttls = [re.search(r"\nTTL (.*)", s)[1] for s in STATEMENTS if "\nTTL " in s]
-    assert len(ttls) == 6 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
+    assert len(ttls) == 7 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
     assert not any("{ttl_days}" in s for s in STATEMENTS)
 
 
@@ -131,7 +139,7 @@ def test_each_migration_is_recorded_after_its_statements() -> None:
 def test_applied_migrations_are_left_out() -> None:
     pending = cluster_statements("prod", 30, "agentlat", applied={m.version for m in MIGRATIONS[:-1]})
     assert pending[:2] == STATEMENTS[:2]  # the ledger's tables, always
-    assert [s for s in pending[2:] if s.startswith("INSERT")] == [STATEMENTS[-1]]
+    assert [s for s in pending[2:] if s.startswith("INSERT INTO `agentlat`.agentlat_migrations")] == [STATEMENTS[-1]]
     assert not any("otel_traces" in s for s in pending)
 
 

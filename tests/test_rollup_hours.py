@@ -1,0 +1,128 @@
+"""Long windows read whole hours from the hourly rollups and only their ragged ends from the minutes.
+
+Tool spans with known durations fill 3 hours (100 spans a minute, durations 1..100 ms), written
+straight into the session's embedded store and rolled up. Reads over windows with ragged ends
+must count every span exactly once, whichever table answers for which part.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from agentlat.store import SPAN_ARROW_SCHEMA, SpanFilter, Store
+from agentlat.store.queries import rollup_spans
+from agentlat.store.schema import empty_column
+
+PROJECT = "rollup-hours"
+NS = 10**9
+PER_MINUTE = 100
+BASE = (int(time.time()) // 3600 - 6) * 3600  # an hour boundary, 6 hours back
+FIRST_MINUTE, LAST_MINUTE = BASE - 30 * 60, BASE + 150 * 60  # 30 ragged minutes, 2 whole hours, 30 ragged
+
+
+def _spans(minutes: range, route: str, tag: str) -> pa.Table:
+    starts = np.repeat(np.array(minutes, dtype=np.int64) * NS, PER_MINUTE) + np.tile(
+        np.arange(PER_MINUTE), len(minutes)
+    )
+    durations = np.tile(np.arange(1, PER_MINUTE + 1, dtype=np.uint64) * 1_000_000, len(minutes))
+    n = starts.size
+    ids = pc.cast(pa.array(np.arange(n)), pa.string())
+    columns = {
+        "Timestamp": pa.array(starts, pa.timestamp("ns", tz="UTC")),
+        "TraceId": pc.binary_join_element_wise(f"{tag}-trace-", ids, ""),
+        "SpanId": pc.binary_join_element_wise(f"{tag}-span-", ids, ""),
+        "ParentSpanId": pa.repeat("parent", n),
+        "SpanName": pa.repeat("execute_tool lookup", n),
+        "ServiceName": pa.repeat("hours-svc", n),
+        "Duration": pa.array(durations, pa.uint64()),
+        "Role": pa.repeat("tool", n),
+        "Tool": pa.repeat("lookup", n),
+        "Route": pa.repeat(route, n),
+        "ProjectId": pa.repeat(PROJECT, n),
+    }
+    return pa.Table.from_arrays(
+        [columns[f.name] if f.name in columns else empty_column(f, n) for f in SPAN_ARROW_SCHEMA],
+        schema=SPAN_ARROW_SCHEMA,
+    )
+
+
+@pytest.fixture(scope="module")
+def store(embedded_store: Store) -> Store:
+    minutes = range(FIRST_MINUTE, LAST_MINUTE, 60)
+    embedded_store.insert_spans(_spans(minutes, "/hours", "a"))
+    embedded_store.rollup(list(minutes), version=1)
+    return embedded_store
+
+
+def _window(start_s: int, end_s: int) -> SpanFilter:
+    return SpanFilter(PROJECT, start_s * NS, end_s * NS)
+
+
+def test_a_window_is_split_into_whole_hours_and_ragged_minutes() -> None:
+    parts = rollup_spans(_window(BASE - 1799, BASE + 7200 + 61))
+    assert parts == {
+        "minute_first": BASE - 1800,  # the minute the start falls in
+        "minute_last": BASE + 7200 + 120,  # up to the end of the minute the end falls in
+        "hour_first": BASE,
+        "hour_last": BASE + 7200,
+    }
+    assert rollup_spans(_window(BASE + 60, BASE + 3599))["hour_first"] == 0  # no whole hour: minutes only
+    assert rollup_spans(_window(BASE - 1800, BASE + 9000), hourly=False)["hour_last"] == 0
+
+
+def test_hourly_rows_hold_their_minutes(store: Store) -> None:
+    rows = store.backend.query_arrow(
+        "SELECT toUnixTimestamp(Hour) AS hour, sum(Count) AS count FROM agentlat_rollup_1h FINAL "
+        "WHERE ProjectId = {p:String} AND Metric = 'tool' GROUP BY hour ORDER BY hour",
+        {"p": PROJECT},
+    ).to_pylist()
+    assert rows == [
+        {"hour": BASE - 3600, "count": 30 * PER_MINUTE},
+        {"hour": BASE, "count": 60 * PER_MINUTE},
+        {"hour": BASE + 3600, "count": 60 * PER_MINUTE},
+        {"hour": BASE + 7200, "count": 30 * PER_MINUTE},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("start_s", "end_s", "minutes"),
+    [
+        (FIRST_MINUTE, LAST_MINUTE, 180),  # everything: 2 hours from the hourly table, 60 minutes from the minutes
+        (BASE - 600, BASE + 3600 + 1200, 90),  # ragged both ends around one whole hour
+        (BASE, BASE + 7200, 120),  # exactly two hours
+        (BASE + 600, BASE + 1800, 20),  # inside one hour
+    ],
+)
+def test_every_span_counts_once(store: Store, start_s: int, end_s: int, minutes: int) -> None:
+    where = _window(start_s, end_s)
+    [row] = store.rollup_percentiles(["tool"], ["route"], where)
+    [exact] = store.percentiles("tool", ["route"], where)
+    assert row["count"] == exact.count == minutes * PER_MINUTE
+    assert row["mean"] == pytest.approx(50.5, rel=1e-12)
+    assert row["q"] == pytest.approx([50.5, 95.05, 99.01], rel=0.02)
+
+
+def test_hourly_steps_match_minute_steps(store: Store) -> None:
+    where = _window(BASE - 600, BASE + 7800)
+    hourly = store.timeseries("tool", [], where, 3600)
+    by_minutes = store.timeseries("tool", [], where, 1800)
+    assert [(r["t"], r["count"]) for r in hourly] == [
+        (BASE - 3600, 10 * PER_MINUTE),
+        (BASE, 60 * PER_MINUTE),
+        (BASE + 3600, 60 * PER_MINUTE),
+        (BASE + 7200, 10 * PER_MINUTE),
+    ]
+    assert sum(r["count"] for r in by_minutes) == 140 * PER_MINUTE
+
+
+def test_late_spans_replace_the_hour(store: Store) -> None:
+    late_minute = BASE + 3600 + 5 * 60
+    store.insert_spans(_spans(range(late_minute, late_minute + 60, 60), "/hours", "late"))
+    store.rollup([late_minute], version=2)
+    [row] = store.rollup_percentiles(["tool"], [], _window(BASE + 3600, BASE + 7200))
+    assert row["count"] == 61 * PER_MINUTE
