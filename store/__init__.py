@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -213,17 +214,20 @@ class Store:
         return self.backend.query_arrow(sql, params).to_pylist()
 
     def advice_evidence(self, where: SpanFilter) -> dict[str, dict[str, dict[str, Any]]]:
-        """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace."""
-        evidence: dict[str, dict[str, dict[str, Any]]] = {}
-        for key, build in (
-            ("calls", advice.model_calls_sql),
-            ("prefix", advice.prefix_misses_sql),
-            ("server", advice.server_phases_sql),
-            ("trace", advice.traces_sql),
-        ):
-            sql, params = build(where)
-            for row in self.backend.query_arrow(sql, params).to_pylist():
-                evidence.setdefault(row["route"], {})[key] = row
+        """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace.
+        The four queries run concurrently."""
+        builds = {
+            "calls": advice.model_calls_sql,
+            "prefix": advice.prefix_misses_sql,
+            "server": advice.server_phases_sql,
+            "trace": advice.traces_sql,
+        }
+        with ThreadPoolExecutor(len(builds), thread_name_prefix="agentlat-advice") as pool:
+            found = {key: pool.submit(self.backend.query_arrow, *build(where)) for key, build in builds.items()}
+            evidence: dict[str, dict[str, dict[str, Any]]] = {}
+            for key, future in found.items():
+                for row in future.result().to_pylist():
+                    evidence.setdefault(row["route"], {})[key] = row
         return evidence
 
     # --- API keys -------------------------------------------------------------------
