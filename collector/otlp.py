@@ -1,7 +1,8 @@
 """OTLP trace payloads (protobuf or JSON) to one columnar Arrow batch of the spans table.
 
-Decoding walks the protobuf messages once and appends straight into per-column lists;
-no per-span record objects are built. Spans with invalid ids are rejected one by one
+Decoding walks the protobuf messages once, appending one tuple per span (transposed into
+columns at the end) and attributes to flat key/value lists that become Map columns; no
+per-span record objects are built. Spans with invalid ids are rejected one by one
 (reported as partial success); everything else about a span that is odd is kept and
 flagged in ``IngestFlags``.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-import math
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,13 +23,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agentlat.collector.normalise import derive
-from agentlat.store.schema import SPAN_ARROW_SCHEMA, SPAN_COLUMNS
+from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 STATUS_CODES = ("Unset", "Ok", "Error")
 NS_PER_MINUTE = 60 * 1_000_000_000
 MAX_REPORTED_ERRORS = 5
 MAX_TIME_NS = 2**63 - 1  # nanosecond timestamps in Arrow and ClickHouse are signed 64-bit
+_MAP = SPAN_ARROW_SCHEMA.field("SpanAttributes").type
 
 
 class OtlpDecodeError(ValueError):
@@ -153,48 +155,68 @@ def as_text(value: Any) -> str:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
     if isinstance(value, int | float):
-        return repr(value)
+        return repr(value)  # also "nan", "inf" and "-inf"
     if value is None:
         return ""
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-class _Columns:
-    """Per-column lists the batch is built from."""
+class _Map:
+    """A Map(String, String) column as flat key and value lists with offsets."""
+
+    __slots__ = ("keys", "offsets", "values")
 
     def __init__(self) -> None:
-        self.data: dict[str, list[Any]] = {c.name: [] for c in SPAN_COLUMNS}
+        self.keys: list[str] = []
+        self.values: list[str] = []
+        self.offsets: list[int] = [0]
 
-    def table(self) -> pa.Table:
-        return pa.table(self.data, schema=SPAN_ARROW_SCHEMA)
+    def close_row(self) -> None:
+        self.offsets.append(len(self.keys))
+
+    def array(self) -> pa.Array:
+        offsets = pa.array(self.offsets, pa.int32())
+        return pa.MapArray.from_arrays(
+            offsets, pa.array(self.keys, pa.string()), pa.array(self.values, pa.string()), type=_MAP
+        )
 
 
-def _attributes(pairs: Any, limits: Limits, flags: list[str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    typed: dict[str, Any] = {}
-    text: list[tuple[str, str]] = []
+def _attributes(pairs: Any, limits: Limits, flags: list[str], out: _Map) -> dict[str, Any]:
+    """Append the pairs as text to ``out`` (one row) and return their typed values by key."""
     if len(pairs) > limits.max_attributes:
         flags.append("attributes_dropped")
         pairs = pairs[: limits.max_attributes]
+    typed: dict[str, Any] = {}
+    keys, values, max_chars = out.keys, out.values, limits.max_value_chars
     for kv in pairs:
-        any_ = kv.value
+        key, any_ = kv.key, kv.value
         kind = any_.WhichOneof("value")
-        # Strings are most attributes: skip the generic conversion for them (hot path).
+        # The scalar kinds are nearly every attribute: render them inline (hot path).
         if kind == "string_value":
-            value = rendered = any_.string_value
+            value = text = any_.string_value
+        elif kind == "int_value":
+            value = any_.int_value
+            text = str(value)
+        elif kind == "double_value":
+            value = any_.double_value
+            text = repr(value)
+        elif kind == "bool_value":
+            value = any_.bool_value
+            text = "true" if value else "false"
         else:
             value = any_value(any_)
-            rendered = as_text(value)
-        if len(rendered) > limits.max_value_chars:
-            rendered = rendered[: limits.max_value_chars]
-            flags.append(f"truncated:{kv.key}")
+            text = as_text(value)
+        if len(text) > max_chars:
+            text = text[:max_chars]
+            flags.append(f"truncated:{key}")
             if isinstance(value, str):
-                value = rendered
-        typed[kv.key] = value
-        text.append((kv.key, rendered))
-    return typed, text
+                value = text
+        typed[key] = value
+        keys.append(key)
+        values.append(text)
+    out.close_row()
+    return typed
 
 
 def _enum_name(names: tuple[str, ...], value: int) -> str:
@@ -227,6 +249,43 @@ def _time_flags(start: int, end: int, received_ns: int, limits: Limits) -> list[
     return flags
 
 
+_SCALAR_COLUMNS = (
+    "Timestamp", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind", "ServiceName",
+    "ScopeName", "ScopeVersion", "Duration", "StatusCode", "StatusMessage", "ProjectId",
+)  # fmt: skip
+_NESTED_COLUMNS = (
+    "Events.Timestamp", "Events.Name", "Events.Attributes",
+    "Links.TraceId", "Links.SpanId", "Links.TraceState", "Links.Attributes", "IngestFlags",
+)  # fmt: skip
+_NO_NESTED = ([], [], [], [], [], [], [], [])  # a span without events, links or flags (the usual case)
+_derived_values = operator.itemgetter(*DERIVED_NAMES)
+
+
+class _Columns:
+    """The batch being built: one tuple per span for scalar, nested and derived columns
+    (transposed once at the end), and the two attribute maps as flat lists."""
+
+    def __init__(self) -> None:
+        self.scalars: list[tuple[Any, ...]] = []
+        self.nested: list[tuple[list[Any], ...]] = []
+        self.derived: list[tuple[Any, ...]] = []
+        self.resource = _Map()
+        self.attributes = _Map()
+
+    def table(self) -> pa.Table:
+        columns: dict[str, pa.Array] = {"ResourceAttributes": self.resource.array()}
+        columns["SpanAttributes"] = self.attributes.array()
+        for names, rows in (
+            (_SCALAR_COLUMNS, self.scalars),
+            (_NESTED_COLUMNS, self.nested),
+            (DERIVED_NAMES, self.derived),
+        ):
+            values = zip(*rows, strict=True) if rows else ([] for _ in names)
+            for name, column in zip(names, values, strict=True):
+                columns[name] = pa.array(column, SPAN_ARROW_SCHEMA.field(name).type)
+        return pa.Table.from_arrays([columns[name] for name in SPAN_ARROW_SCHEMA.names], schema=SPAN_ARROW_SCHEMA)
+
+
 def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits) -> DecodedBatch:
     spans = count_spans(request)
     if spans > limits.max_spans:
@@ -234,14 +293,14 @@ def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int,
             f"{spans} spans in one request; the limit is {limits.max_spans}: lower OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
         )
     cols = _Columns()
-    d = cols.data
     rejected = 0
     errors: list[str] = []
     for resource_spans in request.resource_spans:
-        resource_typed, resource_text = _attributes(resource_spans.resource.attributes, limits, [])
+        resource = _Map()
+        resource_typed = _attributes(resource_spans.resource.attributes, limits, [], resource)
         service = str(resource_typed.get("service.name") or "unknown_service")
         for scope_spans in resource_spans.scope_spans:
-            scope = scope_spans.scope
+            scope = (scope_spans.scope.name, scope_spans.scope.version)
             for span in scope_spans.spans:
                 problem = _id_error(span)
                 if problem:
@@ -249,45 +308,37 @@ def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int,
                     if len(errors) < MAX_REPORTED_ERRORS:
                         errors.append(f"span {span.name!r}: {problem}")
                     continue
-                start, end = span.start_time_unix_nano, span.end_time_unix_nano
-                flags = _time_flags(start, end, received_ns, limits)
-                typed, text = _attributes(span.attributes, limits, flags)
-                events = _events(span.events, limits, flags)
-                kind = _enum_name(SPAN_KINDS, span.kind)
-                derived, derive_flags = derive(
-                    span.name,
-                    kind,
-                    start,
-                    max(end, start),
-                    typed,
-                    [(n, t, a) for n, t, a, _ in events],
-                )
-                flags.extend(derive_flags)
-                d["Timestamp"].append(start)
-                d["TraceId"].append(span.trace_id.hex())
-                d["SpanId"].append(span.span_id.hex())
-                d["ParentSpanId"].append(span.parent_span_id.hex())
-                d["TraceState"].append(span.trace_state)
-                d["SpanName"].append(span.name)
-                d["SpanKind"].append(kind)
-                d["ServiceName"].append(service)
-                d["ResourceAttributes"].append(resource_text)
-                d["ScopeName"].append(scope.name)
-                d["ScopeVersion"].append(scope.version)
-                d["SpanAttributes"].append(text)
-                d["Duration"].append(max(end - start, 0))
-                d["StatusCode"].append(_enum_name(STATUS_CODES, span.status.code))
-                d["StatusMessage"].append(span.status.message)
-                d["Events.Timestamp"].append([t for _, t, _, _ in events])
-                d["Events.Name"].append([n for n, _, _, _ in events])
-                d["Events.Attributes"].append([text for _, _, _, text in events])
-                _append_links(d, span.links, limits, flags)
-                for name, value in derived.items():
-                    d[name].append(value)
-                d["ProjectId"].append(project)
-                d["IngestFlags"].append(flags)
+                _append_span(cols, span, (service, *scope, project), resource, received_ns, limits)
     batch = cols.table()
     return DecodedBatch(batch, accepted=batch.num_rows, rejected=rejected, errors=errors)
+
+
+def _append_span(
+    cols: _Columns, span: Any, context: tuple[str, str, str, str], resource: _Map, received_ns: int, limits: Limits
+) -> None:
+    """One valid span into the columns. ``context`` is (service, scope name, scope version, project)."""
+    service, scope_name, scope_version, project = context
+    start, end = span.start_time_unix_nano, span.end_time_unix_nano
+    flags = _time_flags(start, end, received_ns, limits)
+    typed = _attributes(span.attributes, limits, flags, cols.attributes)
+    events = _events(span.events, limits, flags) if span.events else []
+    name, kind, status = span.name, _enum_name(SPAN_KINDS, span.kind), span.status
+    derived, derive_flags = derive(name, kind, start, max(end, start), typed, [(n, t, a) for n, t, a, _ in events])
+    flags.extend(derive_flags)
+    cols.resource.keys.extend(resource.keys)
+    cols.resource.values.extend(resource.values)
+    cols.resource.close_row()
+    cols.scalars.append(
+        (start, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), span.trace_state, name, kind,
+         service, scope_name, scope_version, max(end - start, 0), _enum_name(STATUS_CODES, status.code),
+         status.message, project)
+    )  # fmt: skip
+    cols.derived.append(_derived_values(derived))
+    links = span.links
+    if events or links or flags:
+        cols.nested.append(_nested(events, links, limits, flags))
+    else:
+        cols.nested.append(_NO_NESTED)
 
 
 def _events(
@@ -297,17 +348,32 @@ def _events(
         flags.append("events_dropped")
     out = []
     for event in events[: limits.max_events]:
-        typed, text = _attributes(event.attributes, limits, flags)
+        text = _Map()
+        typed = _attributes(event.attributes, limits, flags, text)
         time_ns = event.time_unix_nano
         if time_ns > MAX_TIME_NS:
             flags.append("bad_event_time")
             time_ns = 0
-        out.append((event.name, time_ns, typed, text))
+        out.append((event.name, time_ns, typed, list(zip(text.keys, text.values, strict=True))))
     return out
 
 
-def _append_links(d: dict[str, list[Any]], links: Any, limits: Limits, flags: list[str]) -> None:
-    d["Links.TraceId"].append([link.trace_id.hex() for link in links])
-    d["Links.SpanId"].append([link.span_id.hex() for link in links])
-    d["Links.TraceState"].append([link.trace_state for link in links])
-    d["Links.Attributes"].append([_attributes(link.attributes, limits, flags)[1] for link in links])
+def _nested(
+    events: list[tuple[str, int, dict[str, Any], list[tuple[str, str]]]], links: Any, limits: Limits, flags: list[str]
+) -> tuple[list[Any], ...]:
+    """The Events, Links and IngestFlags columns of one span, in ``_NESTED_COLUMNS`` order."""
+    link_attributes = []
+    for link in links:
+        text = _Map()
+        _attributes(link.attributes, limits, flags, text)
+        link_attributes.append(list(zip(text.keys, text.values, strict=True)))
+    return (
+        [t for _, t, _, _ in events],
+        [n for n, _, _, _ in events],
+        [text for _, _, _, text in events],
+        [link.trace_id.hex() for link in links],
+        [link.span_id.hex() for link in links],
+        [link.trace_state for link in links],
+        link_attributes,
+        flags,
+    )
