@@ -66,7 +66,7 @@ MODEL, TOOL, ORCHESTRATION = sc.ROLE_MODEL, sc.ROLE_TOOL, "orchestration"
 PHASES = ("queue", "prefill", "decode")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen 30-field __init__ costs more than analysing the span
 class SpanRecord:
     """One span of a trace, already normalised (roles and units as ``agentlat.collector.normalise`` gives them)."""
 

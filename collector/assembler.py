@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -177,32 +178,14 @@ class TraceAssembler:
 
 def span_record(row: dict[str, Any]) -> SpanRecord:
     """A stored span (as ``Store.analysis_input`` returns it) as analysis input."""
-    return SpanRecord(
-        span_id=row["span_id"],
-        parent_span_id=row["parent_span_id"],
-        name=row["name"],
-        service=row["service"],
-        start_ns=row["start_ns"],
-        end_ns=row["start_ns"] + row["duration_ns"],
-        role=row["role"],
-        is_server_span=bool(row["is_server_span"]),
-        error=bool(row["error"]),
-        route=row["route"],
-        agent=row["agent"],
-        model=row["model"],
-        tool=row["tool"],
-        tool_call_id=row["tool_call_id"],
-        depends_on=_call_ids(row["depends_on"]),
-        phase=row["phase"],
-        **{k: row[k] for k in _PASSTHROUGH},
-    )
+    values = list(_record_values(row))
+    values[_DEPENDS_ON] = _call_ids(values[_DEPENDS_ON])
+    return SpanRecord(*values)
 
 
-_PASSTHROUGH = (
-    "ttft_ms", "queue_ms", "prefill_ms", "decode_ms", "input_tokens", "output_tokens", "cache_read_tokens",
-    "cache_creation_tokens", "spec_proposed_tokens", "spec_accepted_tokens", "prefetch_outcome",
-    "prefetch_saved_ms", "prefetch_wasted_ms",
-)  # fmt: skip
+# ``Store.analysis_input`` names its columns after the SpanRecord fields.
+_record_values = operator.itemgetter(*(f.name for f in fields(SpanRecord)))
+_DEPENDS_ON = [f.name for f in fields(SpanRecord)].index("depends_on")
 
 
 def _call_ids(text: str) -> tuple[str, ...]:

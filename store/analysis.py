@@ -15,10 +15,12 @@ from agentlat.store.backends import Params
 from agentlat.store.migrations import HOURLY_FROM_MINUTES, ROLLUP_LEVELS
 from agentlat.store.queries import FINAL_WITHIN_PARTITIONS
 
+# Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id.
 ANALYSIS_INPUT_COLUMNS = """
-    ProjectId AS project, TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
-    SpanName AS name, ServiceName AS service, toUnixTimestamp64Nano(Timestamp) AS start_ns,
-    Duration AS duration_ns, Role AS role, IsServerSpan AS is_server_span, StatusCode = 'Error' AS error,
+    TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id, SpanName AS name,
+    ServiceName AS service, toUnixTimestamp64Nano(Timestamp) AS start_ns,
+    toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns, Role AS role,
+    toBool(IsServerSpan) AS is_server_span, toBool(StatusCode = 'Error') AS error,
     Route AS route, Agent AS agent, Model AS model, Tool AS tool, ToolCallId AS tool_call_id,
     SpanAttributes['agentlat.tool.depends_on'] AS depends_on, SpanAttributes['agentlat.phase'] AS phase,
     TtftMs AS ttft_ms, QueueMs AS queue_ms, PrefillMs AS prefill_ms, DecodeMs AS decode_ms,
