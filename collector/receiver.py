@@ -17,15 +17,12 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.collector.auth import AuthError
 from agentlat.collector.ingest import Ingestor, LogUnavailable
-from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans, parse_json, parse_protobuf
+from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
 from agentlat.collector.pipeline import Backpressure
 
 log = logging.getLogger("agentlat.collector")
@@ -76,8 +73,8 @@ async def _export(
         body = await _read_body(request, max_body_bytes)
         async with decoding:
             _check_room(ingestor)  # again: the log may have filled while this request waited
-            message = await run_in_threadpool(_parse, body, media)
-            decoded = await run_in_threadpool(_accept, ingestor, message, project)
+            decoded = await _decode(ingestor, body, media, project)
+            decoded = await run_in_threadpool(_record, ingestor, decoded)
         return _success(media, decoded)
     except RejectedRequest as rejected:
         return _failure(media or JSON, rejected)
@@ -148,22 +145,21 @@ def _check_room(ingestor: Ingestor) -> None:
         raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
 
 
-def _parse(body: bytes, media: str) -> ExportTraceServiceRequest:
-    if not body.strip():
-        return ExportTraceServiceRequest()
+async def _decode(ingestor: Ingestor, body: bytes, media: str, project: str) -> DecodedBatch:
+    blank = not body.strip()
     try:
-        return parse_protobuf(body) if media == PROTOBUF else parse_json(body)
+        return await ingestor.decode(b"" if blank else body, blank or media == PROTOBUF, project)
     except OtlpDecodeError as exc:
         raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, str(exc)) from None
-
-
-def _accept(ingestor: Ingestor, message: ExportTraceServiceRequest, project: str) -> DecodedBatch:
-    try:
-        return ingestor.accept(message, project, "http")
-    except Backpressure as exc:
-        raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
     except TooManySpans as exc:
         raise RejectedRequest(413, code_pb2.RESOURCE_EXHAUSTED, str(exc)) from None
+
+
+def _record(ingestor: Ingestor, decoded: DecodedBatch) -> DecodedBatch:
+    try:
+        return ingestor.record(decoded, "http")
+    except Backpressure as exc:
+        raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
     except LogUnavailable:
         raise RejectedRequest(
             503, code_pb2.UNAVAILABLE, "the collector cannot write its log; retry later", retry_after=10
