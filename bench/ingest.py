@@ -4,18 +4,21 @@ processes to a real ``agentlat serve``.
 Each request holds 1,000 realistic GenAI spans (10 per trace: an agent run, 4 model calls,
 5 tool calls, ~12 attributes each). Reports acknowledged (= durable, in the write-ahead
 log) spans/s, stored spans/s, request latency p50/p99, the server's CPU seconds and peak
-RSS, and whether trace analysis kept up.
+RSS (with its decode worker processes, if any), and whether trace analysis kept up;
+``--json FILE`` also writes them as one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import random
 import shutil
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
@@ -117,54 +120,124 @@ def _post_all(url: str, payloads: list[bytes], results: mp.Queue) -> None:
     results.put((acked, latencies))
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _process_tree(pid: int) -> list[int]:
+    """The server and its child processes (decode workers), alive now."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [pid, *(p for child in children for p in _process_tree(int(child)))]
 
 
-def _peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of ``pids``; a process that is gone counts 0."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss_mb(pids: list[int]) -> float:
+    """Sum of each process's own peak RSS (an upper bound of the tree's peak)."""
+    total = 0
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in lines if line.startswith("VmHWM:"))
+    return total / 1024
+
+
+KEPT_UP_SECONDS = 10.0  # analysis done this long after the last span was stored: grace (5 s) + 5 s
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One run's measurements; ``--json`` writes them as one object."""
+
+    requests: int
+    clients: int
+    spans_acked: int
+    spans_stored: int
+    spans_per_s_acked: float
+    spans_per_s_stored: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    server_cpu_s: float
+    server_cpu_s_per_100k_spans: float
+    peak_rss_mb: float
+    processes: int
+    traces_expected: int
+    traces_analysed: int
+    analysis_seconds: float
+    analysis_kept_up: bool
+
+    def rows(self) -> list[tuple[str, float, str, str]]:
+        kept_up = "kept up" if self.analysis_kept_up else "did NOT keep up"
+        return [
+            ("ingest: acknowledged (durable) spans/s", self.spans_per_s_acked, "spans/s", "target ≥ 100,000"),
+            ("ingest: stored spans/s", self.spans_per_s_stored, "spans/s",
+             f"{self.spans_stored} of {self.spans_acked} stored"),
+            ("ingest: request latency p50", self.latency_p50_ms, "ms", f"{SPANS_PER_REQUEST}/request"),
+            ("ingest: request latency p99", self.latency_p99_ms, "ms", ""),
+            ("ingest: server CPU per 100k spans", self.server_cpu_s_per_100k_spans, "CPU s", "2 cores available"),
+            ("ingest: server peak RSS", self.peak_rss_mb, "MiB", f"{self.processes} processes"),
+            ("ingest: traces analysed", self.traces_analysed, "traces",
+             f"of {self.traces_expected} in {self.analysis_seconds:.1f} s ({kept_up})"),
+        ]  # fmt: skip
 
 
 def run(requests: int = 200, clients: int = 4) -> list[tuple[str, float, str, str]]:
+    """The figures as (figure, value, unit, note) rows."""
+    return measure(requests, clients).rows()
+
+
+def measure(requests: int = 200, clients: int = 4) -> Figures:
     payloads = build_requests(requests)
     workdir = Path(tempfile.mkdtemp(prefix="agentlat-bench-"))
     server = ServerProcess(workdir, port=free_port(), extra_env={"AGENTLAT_LOG_LEVEL": "warning"}).start()
     try:
-        pid = server.process.pid
-        cpu_before = _cpu_seconds(pid)
-        results: mp.Queue = mp.Queue()
-        shares = [payloads[i::clients] for i in range(clients)]
-        workers = [mp.Process(target=_post_all, args=(f"{server.url}/v1/traces", s, results)) for s in shares]
-        started = time.perf_counter()
-        for w in workers:
-            w.start()
-        outcomes = [results.get() for _ in workers]
-        acked_seconds = time.perf_counter() - started
-        for w in workers:
-            w.join()
-        acked = sum(a for a, _ in outcomes)
-        stored = _wait_stored(server, acked)
-        stored_seconds = time.perf_counter() - started
-        traces_expected = acked // 10
-        analysed, analysis_seconds = _wait_analysed(server, traces_expected, started)
-        cpu = _cpu_seconds(pid) - cpu_before
-        latencies = sorted(x for _, lat in outcomes for x in lat)
-        return [
-            ("ingest: acknowledged (durable) spans/s", acked / acked_seconds, "spans/s", "target ≥ 100,000"),
-            ("ingest: stored spans/s", stored / stored_seconds, "spans/s", f"{stored} of {acked} stored"),
-            ("ingest: request latency p50", percentile(latencies, 0.5) * 1000, "ms", f"{SPANS_PER_REQUEST}/request"),
-            ("ingest: request latency p99", percentile(latencies, 0.99) * 1000, "ms", ""),
-            ("ingest: server CPU per 100k spans", cpu / max(acked, 1) * 100_000, "CPU s", "2 cores available"),
-            ("ingest: server peak RSS", _peak_rss_mb(pid), "MiB", ""),
-            ("ingest: traces analysed", analysed, "traces", f"of {traces_expected} in {analysis_seconds:.1f} s"),
-        ]  # fmt: skip
+        return _measure(server, payloads, clients)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figures:
+    pid = server.process.pid
+    cpu_before = _cpu_seconds(_process_tree(pid))
+    results: mp.Queue = mp.Queue()
+    shares = [payloads[i::clients] for i in range(clients)]
+    workers = [mp.Process(target=_post_all, args=(f"{server.url}/v1/traces", s, results)) for s in shares]
+    started = time.perf_counter()
+    for w in workers:
+        w.start()
+    outcomes = [results.get() for _ in workers]
+    acked_seconds = time.perf_counter() - started
+    for w in workers:
+        w.join()
+    acked = sum(a for a, _ in outcomes)
+    stored = _wait_stored(server, acked)
+    stored_seconds = time.perf_counter() - started
+    traces_expected = acked // 10
+    analysed, analysis_seconds = _wait_analysed(server, traces_expected, started)
+    pids = _process_tree(pid)  # decode workers start with the first request
+    cpu = _cpu_seconds(pids) - cpu_before
+    latencies = sorted(x for _, lat in outcomes for x in lat)
+    return Figures(
+        requests=len(payloads), clients=clients, spans_acked=acked, spans_stored=stored,
+        spans_per_s_acked=acked / acked_seconds, spans_per_s_stored=stored / stored_seconds,
+        latency_p50_ms=percentile(latencies, 0.5) * 1000, latency_p99_ms=percentile(latencies, 0.99) * 1000,
+        server_cpu_s=cpu, server_cpu_s_per_100k_spans=cpu / max(acked, 1) * 100_000,
+        peak_rss_mb=_peak_rss_mb(pids), processes=len(pids),
+        traces_expected=traces_expected, traces_analysed=analysed, analysis_seconds=analysis_seconds,
+        analysis_kept_up=analysed >= traces_expected and analysis_seconds <= stored_seconds + KEPT_UP_SECONDS,
+    )  # fmt: skip
 
 
 def _count(server: ServerProcess, path: str) -> float:
@@ -199,6 +272,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--json", type=Path, help="also write the figures here as one JSON object")
     args = parser.parse_args()
-    for figure, value, unit, note in run(args.requests, args.clients):
+    figures = measure(args.requests, args.clients)
+    for figure, value, unit, note in figures.rows():
         print(f"{figure:<42} {value:>12,.1f} {unit:<8} {note}")
+    if args.json:
+        args.json.write_text(json.dumps(asdict(figures), indent=2) + "\n")
