@@ -317,13 +317,17 @@ def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[int, tuple[int, int, int
 
 def _clamped_children(tree: _Tree, node: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
     """Children clamped to [lo, hi], zero-length ones dropped, latest end first (ties: earliest start)."""
-    out = []
-    for c in tree.children[node]:
-        c_lo, c_hi = max(tree.spans[c].start_ns, lo), min(tree.spans[c].end_ns, hi)
+    children = tree.children[node]
+    if not children:  # most spans are leaves
+        return []
+    keyed = []  # sorted as (-end, start, index): no key function
+    for c in children:
+        span = tree.spans[c]
+        c_lo, c_hi = max(span.start_ns, lo), min(span.end_ns, hi)
         if c_hi > c_lo:
-            out.append((c_lo, c_hi, c))
-    out.sort(key=lambda t: (-t[1], t[0], t[2]))
-    return out
+            keyed.append((-c_hi, c_lo, c))
+    keyed.sort()
+    return [(c_lo, -neg_hi, c) for neg_hi, c_lo, c in keyed]
 
 
 def _split_root_time(tree: _Tree, node: int, lo: int, hi: int, cat: str) -> list[tuple[int, int, str]]:

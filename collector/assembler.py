@@ -53,7 +53,7 @@ class TraceAssembler:
         *,
         grace_seconds: float = 5.0,
         partial_timeout_seconds: float = 300.0,
-        batch_size: int = 500,
+        batch_size: int = 2000,  # traces per read-back query: fewer, larger queries cost less per span
         on_analysed: Callable[[list[int]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
