@@ -6,7 +6,8 @@ at most 80 bytes per realistic span on disk, and each dashboard page's queries u
     python bench/query.py --spans 10000000 [--data /tmp/agentlat-query] [--keep] [--reps 10]
 
 Spans (10 per trace: an agent root, 4 streamed model calls, 5 tool calls, 12 attributes each, over
-5 services, 8 routes, 4 models and 6 tools; start times spread over the 7 days ending now) are built
+5 services, 8 routes, 4 models and 6 tools; start times spread over the 7 days ending now, in chronological
+batches as a collector writes them) are built
 with numpy and pyarrow, whole columns at a time, and inserted in batches with ``Store.insert_spans``
 into a fresh embedded store, with one ``agentlat_traces`` row per trace and the per-minute rollups of
 every minute. Then the store is closed, ``agentlat serve`` opens it, and each query-API call is timed
@@ -390,7 +391,10 @@ def load(data: Path, n_spans: int, seed: int) -> dict[str, object]:
     while done < n_traces:
         size = min(per_batch, n_traces - done)
         t0 = time.perf_counter()
-        spans, traces = generate(rng, size, first_s, last_s)
+        # Chronological batches, as a collector writes them: each covers the next slice of the week.
+        slice_first = first_s + (last_s - first_s) * done // n_traces
+        slice_last = first_s + (last_s - first_s) * (done + size) // n_traces
+        spans, traces = generate(rng, size, slice_first, slice_last)
         t1 = time.perf_counter()
         store.insert_spans(spans)
         store.write_traces(traces)  # after its spans: AnalysedAt later than IngestedAt, nothing to recover

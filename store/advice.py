@@ -64,9 +64,7 @@ def server_phases_sql(where: SpanFilter) -> tuple[str, Params]:
         FROM otel_traces AS s FINAL
         INNER JOIN (
             SELECT TraceId, Route FROM agentlat_traces FINAL
-            WHERE ProjectId = {{project:String}} AND Route != ''
-              AND Start >= fromUnixTimestamp64Nano({{start_ns:Int64}})
-              AND Start < fromUnixTimestamp64Nano({{end_ns:Int64}})
+            WHERE {where.window_clause("Start")} AND Route != ''
         ) AS t ON s.TraceId = t.TraceId
         WHERE {where.window_clause()} AND s.IsServerSpan = 1
         GROUP BY t.Route
@@ -76,14 +74,13 @@ def server_phases_sql(where: SpanFilter) -> tuple[str, Params]:
 
 def traces_sql(where: SpanFilter) -> tuple[str, Params]:
     """Per-route trace aggregates: parallelisable tools and prefetch outcomes."""
-    sql = """
+    sql = f"""
         SELECT Route AS route, count() AS traces, avg(E2eMs) AS e2e_ms, avg(ModelCalls) AS model_calls,
                avg(ParallelSavingMs) AS parallel_saving_ms, countIf(ParallelSavingMs > 0) AS parallel_traces,
                sum(PrefetchHits) AS prefetch_hits, sum(PrefetchMisses) AS prefetch_misses,
                sum(PrefetchSavedMs) AS prefetch_saved_ms, sum(PrefetchWastedMs) AS prefetch_wasted_ms
         FROM agentlat_traces FINAL
-        WHERE ProjectId = {project:String} AND Route != ''
-          AND Start >= fromUnixTimestamp64Nano({start_ns:Int64}) AND Start < fromUnixTimestamp64Nano({end_ns:Int64})
+        WHERE {where.window_clause("Start")} AND Route != ''
         GROUP BY Route
     """
     return sql, where.params()

@@ -70,11 +70,11 @@ class SpanFilter:
         params.update({f"f{i}": value for i, (_, value) in enumerate(self._equals())})
         return params
 
-    def window_clause(self) -> str:
+    def window_clause(self, time_column: str = "Timestamp") -> str:
         return (
             "ProjectId = {project:String}"
-            " AND Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})"
-            " AND Timestamp < fromUnixTimestamp64Nano({end_ns:Int64})"
+            f" AND {time_column} >= fromUnixTimestamp64Nano({{start_ns:Int64}})"
+            f" AND {time_column} < fromUnixTimestamp64Nano({{end_ns:Int64}})"
         )
 
     def equality_tests(self) -> list[str]:
@@ -113,6 +113,30 @@ def percentiles_sql(metric: str, group_by: Sequence[str], where: SpanFilter) -> 
 
 
 TRACE_SORTS = {"recent": "start_ns DESC", "slowest": "duration_ns DESC"}
+_CANDIDATE_SORTS = {"recent": "start DESC", "slowest": "duration_ms DESC"}
+
+
+def _trace_candidates(where: SpanFilter, sort: str) -> str:
+    """The ids of the ``limit`` traces that head the list, found without grouping the window's spans:
+    analysed traces starting in the window (rootless ones too) and traces whose root span does (those
+    not analysed yet). Each filter keeps traces having some span that matches it."""
+    having = "".join(
+        f" AND TraceId IN (SELECT TraceId FROM otel_traces WHERE {where.window_clause()} AND {test})"
+        for test in where.equality_tests()
+    )
+    return f"""
+        SELECT TraceId FROM (
+            SELECT TraceId, Start AS start, E2eMs AS duration_ms FROM agentlat_traces
+            WHERE {where.window_clause("Start")}
+            UNION ALL
+            SELECT TraceId, Timestamp AS start, Duration / 1e6 AS duration_ms FROM otel_traces
+            WHERE {where.window_clause()} AND ParentSpanId = ''
+        )
+        WHERE 1{having}
+        ORDER BY {_CANDIDATE_SORTS[sort]}
+        LIMIT 1 BY TraceId
+        LIMIT {{limit:UInt32}}
+    """
 
 
 def traces_sql(where: SpanFilter, sort: str, limit: int) -> tuple[str, Params]:
@@ -137,7 +161,7 @@ def traces_sql(where: SpanFilter, sort: str, limit: int) -> tuple[str, Params]:
             countIf(Role = 'tool') AS tool_calls,
             countIf(StatusCode = 'Error') AS errors
         FROM otel_traces FINAL
-        WHERE {where.window_clause()}
+        WHERE {where.window_clause()} AND TraceId IN ({_trace_candidates(where, sort)})
         GROUP BY TraceId
         HAVING {" AND ".join(having)}
         ORDER BY {TRACE_SORTS[sort]}

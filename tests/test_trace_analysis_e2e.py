@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -153,3 +154,30 @@ def test_restart_analyses_what_the_last_run_left(tmp_path: Path) -> None:
         assert analysis(quick, spans[0].trace_id)["tool_ms"] == 400.0
     finally:
         quick.stop()
+
+
+def test_trace_list_holds_rooted_rootless_and_unanalysed_traces(fast: ServerProcess) -> None:
+    """The list finds its traces from analysed rows and from root spans: a trace whose parent never
+    arrives is listed (once analysed), with its exact span count and range."""
+    base = time.time_ns() - 60 * 1000 * MS
+    rooted = agent_trace(base, "/listed", service="list-svc")
+    earlier = agent_trace(base + 5000 * MS, "/listed", "list-svc")[1:4]  # model 0-300, tools 300-700
+    rootless = [replace(span, parent_span_id=new_span_id()) for span in earlier]
+    ingest(fast, rootless)
+    analysis(fast, rootless[0].trace_id, partial=True)
+    ingest(fast, rooted)
+
+    def both_listed() -> list[dict] | None:
+        found = fast.get("/api/v1/traces", sort="recent", service="list-svc", window="1h").json()["traces"]
+        return found if len(found) == 2 else None
+
+    listed = wait_for(both_listed)
+    assert [(t["trace_id"], t["has_root"], t["span_count"]) for t in listed] == [
+        (rootless[0].trace_id, False, 3),
+        (rooted[0].trace_id, True, 5),
+    ]
+    slowest = fast.get("/api/v1/traces", sort="slowest", service="list-svc", window="1h", limit=1).json()["traces"]
+    assert [(t["trace_id"], t["duration_ms"]) for t in slowest] == [(rooted[0].trace_id, 1000.0)]  # rootless: 700
+    by_tool = fast.get("/api/v1/traces", tool="a", route="/listed", window="1h").json()["traces"]
+    assert {t["trace_id"] for t in by_tool} == {rooted[0].trace_id, rootless[0].trace_id}
+    assert fast.get("/api/v1/traces", tool="nope", route="/listed", window="1h").json()["traces"] == []
