@@ -12,6 +12,7 @@ which name a dependency local to ``make_router``.
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -71,14 +72,16 @@ def measure(store: Store, budgets: Budgets, where: SpanFilter) -> Measurements:
     for dimension, metric in budgets.queries():
         metrics_of.setdefault(dimension, []).append(metric)
     measured: dict[tuple[str, str], dict[str, Stats]] = {}
-    for dimension, metrics in metrics_of.items():
-        if where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS:
+    if where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS:
+        for dimension, metrics in metrics_of.items():
             for row in store.rollup_percentiles(metrics, [dimension], where):
                 p50, p95, p99 = row["q"]
                 measured.setdefault((dimension, row["metric"]), {})[row[dimension]] = Stats(row["count"], p50, p95, p99)
-            continue
-        for metric in metrics:
-            rows = store.percentiles(metric, [dimension], where)
+        return measured
+    pairs = [(dimension, metric) for dimension, metrics in metrics_of.items() for metric in metrics]
+    with ThreadPoolExecutor(4, thread_name_prefix="agentlat-budgets") as pool:
+        found = pool.map(lambda pair: store.percentiles(pair[1], [pair[0]], where), pairs)
+        for (dimension, metric), rows in zip(pairs, found, strict=True):
             measured[(dimension, metric)] = {r.group[dimension]: Stats(r.count, r.p50, r.p95, r.p99) for r in rows}
     return measured
 
