@@ -57,23 +57,29 @@ def prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
 
 
 def server_phases_sql(where: SpanFilter) -> tuple[str, Params]:
-    """Server-side queue and prefill (vLLM/SGLang spans), attributed to the trace's route."""
+    """Server-side queue and prefill (vLLM/SGLang spans), attributed to the route their trace's
+    client spans carry. Only traces with server spans are read beyond the first pass."""
+    server = f"SELECT TraceId FROM otel_traces WHERE {where.window_clause()} AND IsServerSpan = 1"
     sql = f"""
-        SELECT t.Route AS route, avg(s.QueueMs) AS queue_ms, avg(s.PrefillMs) AS prefill_ms,
+        SELECT r.route AS route, avg(s.QueueMs) AS queue_ms, avg(s.PrefillMs) AS prefill_ms,
                avg(s.TtftMs) AS server_ttft_ms, count() AS server_calls
         FROM otel_traces AS s FINAL
         INNER JOIN (
-            SELECT TraceId, Route FROM agentlat_traces FINAL
-            WHERE {where.window_clause("Start")} AND Route != ''
-        ) AS t ON s.TraceId = t.TraceId
+            SELECT TraceId, any(Route) AS route FROM otel_traces
+            WHERE {where.window_clause()} AND Route != '' AND TraceId IN ({server})
+            GROUP BY TraceId
+        ) AS r ON s.TraceId = r.TraceId
         WHERE {where.window_clause()} AND s.IsServerSpan = 1
-        GROUP BY t.Route
+        GROUP BY r.route
+        {FINAL_WITHIN_PARTITIONS}
     """
     return sql, where.params()
 
 
 def traces_sql(where: SpanFilter) -> tuple[str, Params]:
-    """Per-route trace aggregates: parallelisable tools and prefetch outcomes."""
+    """Per-route trace aggregates: parallelisable tools and prefetch outcomes. The window filters rows
+    before FINAL picks each trace's newest analysis, so reading a day does not merge the whole table
+    (a re-analysis that moved a trace's start out of the window can leave its older row counted)."""
     sql = f"""
         SELECT Route AS route, count() AS traces, avg(E2eMs) AS e2e_ms, avg(ModelCalls) AS model_calls,
                avg(ParallelSavingMs) AS parallel_saving_ms, countIf(ParallelSavingMs > 0) AS parallel_traces,
@@ -82,5 +88,6 @@ def traces_sql(where: SpanFilter) -> tuple[str, Params]:
         FROM agentlat_traces FINAL
         WHERE {where.window_clause("Start")} AND Route != ''
         GROUP BY Route
+        SETTINGS optimize_move_to_prewhere_if_final = 1
     """
     return sql, where.params()

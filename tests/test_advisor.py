@@ -8,11 +8,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
 
 from agentlat.collector.advisor import RouteEvidence, advise
+from agentlat.store import SpanFilter, Store
 from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id
 from tests.servers import AGENTLAT, ServerProcess, wait_for
+from tests.span_tables import span_batch
 from tests.test_trace_analysis_e2e import FAST, ingest
 
 CASES = [
@@ -163,3 +166,49 @@ def test_advise_command_explains_an_unreachable_server() -> None:
                             timeout=60)  # fmt: skip
     assert result.returncode == 2
     assert "cannot reach agentlat at http://127.0.0.1:9" in result.stderr
+
+
+def test_server_phases_take_the_route_of_their_trace(embedded_store: Store) -> None:
+    """vLLM/SGLang spans carry no route; the advisor attributes them to the route their trace's client
+    spans carry, and leaves out server spans of traces without one."""
+    now = time.time_ns()
+    rows = [  # trace, role, is server span, route, queue ms, prefill ms, ttft ms
+        ("t1", "model", 0, "/srv", None, None, 900.0),
+        ("t1", "model", 1, "", 100.0, 50.0, 200.0),
+        ("t1", "model", 1, "", 300.0, 70.0, 400.0),
+        ("t2", "model", 1, "", 5000.0, 5000.0, 5000.0),  # no client span with a route
+    ]
+    trace, role, server, route, queue, prefill, ttft = (list(column) for column in zip(*rows, strict=True))
+    n = len(rows)
+    embedded_store.insert_spans(
+        span_batch(
+            {
+                "Timestamp": pa.array([now - 60 * 10**9] * n, pa.timestamp("ns", tz="UTC")),
+                "TraceId": pa.array([f"server-phases-{t}" for t in trace]),
+                "SpanId": pa.array([f"s{i}" for i in range(n)]),
+                "ParentSpanId": pa.array(["p"] * n),
+                "ProjectId": pa.array(["server-phases"] * n),
+                "Role": pa.array(role),
+                "IsServerSpan": pa.array(server, pa.uint8()),
+                "Route": pa.array(route),
+                "QueueMs": pa.array(queue, pa.float64()),
+                "PrefillMs": pa.array(prefill, pa.float64()),
+                "TtftMs": pa.array(ttft, pa.float64()),
+            },
+            n,
+        )
+    )
+    evidence = embedded_store.advice_evidence(SpanFilter("server-phases", now - 3600 * 10**9, now))
+    assert evidence == {
+        "/srv": {
+            "calls": evidence["/srv"]["calls"],
+            "server": {
+                "route": "/srv",
+                "queue_ms": 200.0,
+                "prefill_ms": 60.0,
+                "server_ttft_ms": 300.0,
+                "server_calls": 2,
+            },
+        }
+    }
+    assert evidence["/srv"]["calls"]["calls"] == 1 and evidence["/srv"]["calls"]["ttft_ms"] == 900.0

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from agentlat.store import SPAN_ARROW_SCHEMA, SpanFilter, Store
-from agentlat.store.schema import empty_column
+from agentlat.store import SpanFilter, Store
+from tests.span_tables import span_batch
 
 PROJECT = "rollup-accuracy"
 SERVICE = "rollup-accuracy-svc"
@@ -50,13 +50,6 @@ def _ids(prefix: str, ids: np.ndarray) -> pa.Array:
     return pc.binary_join_element_wise(prefix, pc.cast(pa.array(ids), pa.string()), "")
 
 
-def _batch(columns: dict[str, pa.Array], n: int) -> pa.Table:
-    return pa.Table.from_arrays(
-        [columns[f.name] if f.name in columns else empty_column(f, n) for f in SPAN_ARROW_SCHEMA],
-        schema=SPAN_ARROW_SCHEMA,
-    )
-
-
 @pytest.fixture(scope="module")
 def loaded(embedded_store: Store) -> Loaded:
     """1M tool spans spread over the 60 whole minutes ending 3 minutes ago, inserted and rolled up once."""
@@ -86,7 +79,7 @@ def loaded(embedded_store: Store) -> Loaded:
             "Route": pc.take(pa.array(ROUTES), pa.array(route[chunk])),
             "ProjectId": pa.repeat(PROJECT, n),
         }
-        embedded_store.insert_spans(_batch(columns, n))
+        embedded_store.insert_spans(span_batch(columns, n))
     inserted = time.perf_counter()
     embedded_store.rollup(list(range(first, last, 60)), version=1)
     rolled = time.perf_counter()

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from agentlat.store import SPAN_ARROW_SCHEMA, SpanFilter, Store
+from agentlat.store import SpanFilter, Store
 from agentlat.store.queries import rollup_spans
-from agentlat.store.schema import empty_column
+from tests.span_tables import span_batch
 
 PROJECT = "rollup-hours"
 NS = 10**9
@@ -45,10 +45,7 @@ def _spans(minutes: range, route: str, tag: str) -> pa.Table:
         "Route": pa.repeat(route, n),
         "ProjectId": pa.repeat(PROJECT, n),
     }
-    return pa.Table.from_arrays(
-        [columns[f.name] if f.name in columns else empty_column(f, n) for f in SPAN_ARROW_SCHEMA],
-        schema=SPAN_ARROW_SCHEMA,
-    )
+    return span_batch(columns, n)
 
 
 @pytest.fixture(scope="module")
