@@ -51,17 +51,18 @@ def trace_spans(rng: random.Random, base_ns: int) -> list[SpanSpec]:
     for i in range(9):
         start, duration = t + rng.randint(1, 20) * MS, rng.randint(20, 600) * MS
         if i % 2 == 0:
+            ttft = duration / 1e9 * rng.uniform(0.1, 0.6)  # within the call, as real streams are
             attrs = {
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": "openai",
                 "gen_ai.request.model": rng.choice(MODELS),
                 "gen_ai.request.stream": True,
-                "gen_ai.response.time_to_first_chunk": rng.uniform(0.05, 1.5),
+                "gen_ai.response.time_to_first_chunk": ttft,
                 "gen_ai.usage.input_tokens": rng.randint(200, 20000),
                 "gen_ai.usage.output_tokens": rng.randint(10, 900),
                 "gen_ai.usage.cache_read.input_tokens": rng.randint(0, 10000),
                 "agentlat.itl.mean": rng.uniform(0.01, 0.05),
-                "agentlat.decode.duration": rng.uniform(0.1, 3),
+                "agentlat.decode.duration": duration / 1e9 - ttft,
                 "agentlat.route": root.attributes["agentlat.route"],
                 "agentlat.stream.chunks": rng.randint(5, 400),
             }
