@@ -310,6 +310,9 @@ def generate(rng: np.random.Generator, n_traces: int, first_s: int, last_s: int)
         [columns[f.name] if f.name in columns else empty_column(f, n) for f in SPAN_ARROW_SCHEMA],
         schema=SPAN_ARROW_SCHEMA,
     )
+    # Received 2 s after its trace ends, as an SDK's batching exporter delivers it.
+    ingested_ms = np.repeat((start_t + root_ns.astype(np.int64)) // 1_000_000 + 2_000, K)
+    spans = spans.append_column("IngestedAt", pa.array(ingested_ms, pa.timestamp("ms", tz="UTC")))
 
     # One analysed row per trace: sequential children, so the parts add up to the root's duration.
     per_trace = lambda values: values.reshape(T, K)  # noqa: E731

@@ -114,12 +114,14 @@ def percentiles_sql(metric: str, group_by: Sequence[str], where: SpanFilter) -> 
 
 TRACE_SORTS = {"recent": "start_ns DESC", "slowest": "duration_ns DESC"}
 _CANDIDATE_SORTS = {"recent": "start DESC", "slowest": "duration_ms DESC"}
+UNANALYSED_HORIZON_S = 3600  # far beyond the collector's analysis delay (its partial-trace timeout)
 
 
 def _trace_candidates(where: SpanFilter, sort: str) -> str:
     """The ids of the ``limit`` traces that head the list, found without grouping the window's spans:
-    analysed traces starting in the window (rootless ones too) and traces whose root span does (those
-    not analysed yet). Each filter keeps traces having some span that matches it."""
+    analysed traces starting in the window (rootless ones too) and traces whose root span does and
+    arrived too recently to be sure of an analysis. Each filter keeps traces having some span that
+    matches it."""
     having = "".join(
         f" AND TraceId IN (SELECT TraceId FROM otel_traces WHERE {where.window_clause()} AND {test})"
         for test in where.equality_tests()
@@ -131,6 +133,7 @@ def _trace_candidates(where: SpanFilter, sort: str) -> str:
             UNION ALL
             SELECT TraceId, Timestamp AS start, Duration / 1e6 AS duration_ms FROM otel_traces
             WHERE {where.window_clause()} AND ParentSpanId = ''
+              AND IngestedAt >= now64(3) - toIntervalSecond({UNANALYSED_HORIZON_S})
         )
         WHERE 1{having}
         ORDER BY {_CANDIDATE_SORTS[sort]}
@@ -208,13 +211,14 @@ HOUR_S = 3600
 
 
 def rollup_spans(where: SpanFilter, hourly: bool = True) -> Params:
-    """The minutes a window covers (from the minute its start falls in up to its end), and the
-    whole hours among them that the hourly table answers for: ``[hour_first, hour_last)``."""
+    """The minutes a window covers, ``[minute_first, minute_last)`` (from the minute its start falls
+    in up to its end), and the whole hours among them that the hourly table answers for,
+    ``[hour_first, hour_last)``: an empty range at ``minute_last`` when there are none."""
     minute_first = where.start_ns // 60_000_000_000 * 60
     minute_last = -(-where.end_ns // 60_000_000_000) * 60
     hour_first, hour_last = -(-minute_first // HOUR_S) * HOUR_S, minute_last // HOUR_S * HOUR_S
     if not hourly or hour_first >= hour_last:
-        hour_first = hour_last = 0
+        hour_first = hour_last = minute_last
     return {"minute_first": minute_first, "minute_last": minute_last, "hour_first": hour_first, "hour_last": hour_last}
 
 
@@ -225,8 +229,8 @@ def _rollup_rows(where: SpanFilter, metric_test: str, columns: str) -> str:
     return f"""
         SELECT {columns}, Metric, Count, Sum, Digest, Minute AS T FROM agentlat_rollup_1m FINAL
         WHERE {tests}
-          AND Minute >= toDateTime({{minute_first:UInt32}}) AND Minute < toDateTime({{minute_last:UInt32}})
-          AND NOT (Minute >= toDateTime({{hour_first:UInt32}}) AND Minute < toDateTime({{hour_last:UInt32}}))
+          AND (Minute >= toDateTime({{minute_first:UInt32}}) AND Minute < toDateTime({{hour_first:UInt32}})
+               OR Minute >= toDateTime({{hour_last:UInt32}}) AND Minute < toDateTime({{minute_last:UInt32}}))
         UNION ALL
         SELECT {columns}, Metric, Count, Sum, Digest, Hour AS T FROM agentlat_rollup_1h FINAL
         WHERE {tests} AND Hour >= toDateTime({{hour_first:UInt32}}) AND Hour < toDateTime({{hour_last:UInt32}})

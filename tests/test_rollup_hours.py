@@ -68,8 +68,15 @@ def test_a_window_is_split_into_whole_hours_and_ragged_minutes() -> None:
         "hour_first": BASE,
         "hour_last": BASE + 7200,
     }
-    assert rollup_spans(_window(BASE + 60, BASE + 3599))["hour_first"] == 0  # no whole hour: minutes only
-    assert rollup_spans(_window(BASE - 1800, BASE + 9000), hourly=False)["hour_last"] == 0
+    inside = rollup_spans(_window(BASE + 60, BASE + 3599))  # no whole hour: minutes only
+    assert inside == {
+        "minute_first": BASE + 60,
+        "minute_last": BASE + 3600,
+        "hour_first": BASE + 3600,
+        "hour_last": BASE + 3600,
+    }
+    minutes_only = rollup_spans(_window(BASE - 1800, BASE + 9000), hourly=False)
+    assert minutes_only["hour_first"] == minutes_only["hour_last"] == BASE + 9000
 
 
 def test_hourly_rows_hold_their_minutes(store: Store) -> None:
