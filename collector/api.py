@@ -4,6 +4,7 @@ Every route is scoped to the caller's project and reads through ``agentlat.store
 is written here.
 """
 
+import asyncio
 import json
 import re
 import time
@@ -269,10 +270,13 @@ def make_router(store: Store, project_of) -> APIRouter:
             raise HTTPException(400, f"dimension={dimension!r}: choose from {list(DIMENSION_METRICS)}")
         metrics = list(DIMENSION_METRICS[dimension])
         use_rollups = all(_use_rollups(source, m, [dimension], where) for m in metrics)
-        found = await run_in_threadpool(store.dimension_summary, dimension, where, not use_rollups)
-        digests = None
-        if use_rollups:
-            digests = await run_in_threadpool(store.rollup_percentiles, metrics, [dimension], where)
+        summary = run_in_threadpool(store.dimension_summary, dimension, where, not use_rollups)
+        if use_rollups:  # the two reads run side by side
+            found, digests = await asyncio.gather(
+                summary, run_in_threadpool(store.rollup_percentiles, metrics, [dimension], where)
+            )
+        else:
+            found, digests = await summary, None
         return {
             "dimension": dimension,
             "unit": "ms",
