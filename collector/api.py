@@ -4,7 +4,6 @@ Every route is scoped to the caller's project and reads through ``agentlat.store
 is written here.
 """
 
-import asyncio
 import json
 import re
 import time
@@ -270,13 +269,7 @@ def make_router(store: Store, project_of) -> APIRouter:
             raise HTTPException(400, f"dimension={dimension!r}: choose from {list(DIMENSION_METRICS)}")
         metrics = list(DIMENSION_METRICS[dimension])
         use_rollups = all(_use_rollups(source, m, [dimension], where) for m in metrics)
-        summary = run_in_threadpool(store.dimension_summary, dimension, where, not use_rollups)
-        if use_rollups:  # the two reads run side by side
-            found, digests = await asyncio.gather(
-                summary, run_in_threadpool(store.rollup_percentiles, metrics, [dimension], where)
-            )
-        else:
-            found, digests = await summary, None
+        found = await run_in_threadpool(store.dimension_summary, dimension, where, use_rollups)
         return {
             "dimension": dimension,
             "unit": "ms",
@@ -284,7 +277,7 @@ def make_router(store: Store, project_of) -> APIRouter:
             "window": _window(where),
             "filters": where.equals,
             "metrics": metrics,
-            "rows": _dimension_rows(found, metrics, digests, dimension),
+            "rows": _dimension_rows(found, metrics),
         }
 
     @router.get("/advice", summary="which latency lever each route should pull, ranked by expected saving")
@@ -327,18 +320,13 @@ def make_router(store: Store, project_of) -> APIRouter:
     return router
 
 
-def _dimension_rows(
-    found: list[dict[str, Any]], metrics: list[str], digests: list[dict[str, Any]] | None, dimension: str
-) -> list[dict[str, Any]]:
-    """Shape ``Store.dimension_summary`` rows; percentiles from the rollup ``digests`` when given
-    (a value not rolled up yet has none), else the exact ones in the rows."""
-    digest = {(d[dimension], d["metric"]): d["q"] for d in digests or ()}
+def _dimension_rows(found: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]:
+    """Shape ``Store.dimension_summary`` rows (a value without samples of a metric has no percentiles)."""
     rows = []
     for row in found:
         stats = {}
         for m in metrics:
-            count = row[f"{m}_count"]
-            q = row[f"{m}_q"] if digests is None else digest.get((row["name"], m))
+            count, q = row[f"{m}_count"], row[f"{m}_q"]
             p50, p95, p99 = q if count and q else (None, None, None)
             stats[m] = {"count": count, "p50": p50, "p95": p95, "p99": p99}
         rows.append(

@@ -17,7 +17,6 @@ import pyarrow as pa
 
 from agentlat.store import advice, analysis, queries
 from agentlat.store.alerts import AlertTables
-from agentlat.store.analysis import ROLLUP_METRICS
 from agentlat.store.backends import (
     Backend,
     ChdbBackend,
@@ -35,6 +34,7 @@ from agentlat.store.migrations import (
     with_ttl,
 )
 from agentlat.store.queries import DIMENSION_METRICS, DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
+from agentlat.store.rollup_sql import ROLLUP_METRICS
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 __all__ = [
@@ -208,9 +208,13 @@ class Store:
         sql, params = queries.timeseries_sql(metric, group_by, where, step_seconds)
         return self.backend.query_arrow(sql, params).to_pylist()
 
-    def dimension_summary(self, dimension: str, where: SpanFilter, with_quantiles: bool) -> list[dict[str, Any]]:
-        """Per value of route, agent, model or tool: counts, errors, rates and (optionally) exact percentiles."""
-        sql, params = queries.dimensions_sql(dimension, where, with_quantiles)
+    def dimension_summary(self, dimension: str, where: SpanFilter, from_rollups: bool) -> list[dict[str, Any]]:
+        """Per value of route, agent, model or tool: counts, errors, rates and percentiles, exact from
+        the spans, or from the rollups (t-digest percentiles; cost grows with minutes, not spans)."""
+        if from_rollups:
+            rows = self.rollup_percentiles(queries.dimension_rollup_metrics(dimension), [dimension], where)
+            return queries.dimension_summary_from_rollups(dimension, rows)
+        sql, params = queries.dimensions_sql(dimension, where)
         return self.backend.query_arrow(sql, params).to_pylist()
 
     def advice_evidence(self, where: SpanFilter) -> dict[str, dict[str, dict[str, Any]]]:

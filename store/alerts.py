@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 
 from agentlat.store.backends import Backend, Params
-from agentlat.store.migrations import ROLLUP_LEVELS
 from agentlat.store.queries import DIMENSIONS, METRICS, SpanFilter
+from agentlat.store.rollup_sql import ROLLUP_LEVELS
 
 _TS_MS = pa.timestamp("ms", tz="UTC")
 _TS_S = pa.timestamp("s", tz="UTC")

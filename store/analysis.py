@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from agentlat.store.backends import Params
-from agentlat.store.migrations import HOURLY_FROM_MINUTES, ROLLUP_LEVELS
 from agentlat.store.queries import FINAL_WITHIN_PARTITIONS
+from agentlat.store.rollup_sql import hours_from_minutes, minutes_from_raw
 
 # Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id.
 ANALYSIS_INPUT_COLUMNS = """
@@ -110,54 +110,18 @@ TRACE_ROW_SCHEMA = pa.schema(
     ]
 )
 
-_CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
-
-# Span-level metrics rolled up per minute, and the trace-level ones from agentlat_traces.
-SPAN_ROLLUP_METRICS = {
-    "ttft": f"if({_CLIENT_MODEL}, TtftMs, NULL)",
-    "itl": f"if({_CLIENT_MODEL}, ItlMeanMs, NULL)",
-    "decode": f"if({_CLIENT_MODEL}, DecodeMs, NULL)",
-    "model": f"if({_CLIENT_MODEL}, Duration / 1e6, NULL)",
-    "tool": "if(Role = 'tool', Duration / 1e6, NULL)",
-    "agent": "if(Role = 'agent', Duration / 1e6, NULL)",
-}
-TRACE_ROLLUP_METRICS = {
-    "e2e": "E2eMs",
-    "split_model": "ModelMs",
-    "split_tool": "ToolMs",
-    "split_orchestration": "OrchestrationMs",
-}
-ROLLUP_METRICS = (*SPAN_ROLLUP_METRICS, *TRACE_ROLLUP_METRICS)
-
-
-def _pairs(metrics: dict[str, str]) -> str:
-    return ", ".join(f"('{name}', toNullable(toFloat64({expr})))" for name, expr in metrics.items())
-
 
 def rollup_sql(minutes: Sequence[int], version: int) -> tuple[str, Params]:
     """Recompute whole minutes (unix seconds of their start) for every project."""
     first, last = min(minutes), max(minutes) + 60
-    sql = f"""
-        INSERT INTO agentlat_rollup_1m
-        SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool,
-               count(), sum(value), quantilesTDigestState({ROLLUP_LEVELS})(value), {{version:UInt64}}
-        FROM (
-            SELECT ProjectId, m.1 AS metric, toStartOfMinute(Timestamp) AS minute,
-                   ServiceName, Route, Agent, Model, Tool, assumeNotNull(m.2) AS value
-            FROM otel_traces FINAL
-            ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{_pairs(SPAN_ROLLUP_METRICS)}]) AS m
-            WHERE Timestamp >= toDateTime64({{first:UInt32}}, 9) AND Timestamp < toDateTime64({{last:UInt32}}, 9)
-              AND toUnixTimestamp(toStartOfMinute(Timestamp)) IN {{minutes:Array(UInt32)}}
-            UNION ALL
-            SELECT ProjectId, m.1 AS metric, toStartOfMinute(Start) AS minute,
-                   ServiceName, Route, Agent, '' AS Model, '' AS Tool, assumeNotNull(m.2) AS value
-            FROM agentlat_traces FINAL
-            ARRAY JOIN [{_pairs(TRACE_ROLLUP_METRICS)}] AS m
-            WHERE Start >= toDateTime64({{first:UInt32}}, 9) AND Start < toDateTime64({{last:UInt32}}, 9)
-              AND toUnixTimestamp(toStartOfMinute(Start)) IN {{minutes:Array(UInt32)}}
+
+    def where(column: str) -> str:
+        return (
+            f"{column} >= toDateTime64({{first:UInt32}}, 9) AND {column} < toDateTime64({{last:UInt32}}, 9)"
+            f" AND toUnixTimestamp(toStartOfMinute({column})) IN {{minutes:Array(UInt32)}}"
         )
-        GROUP BY ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool
-    """
+
+    sql = minutes_from_raw(where("Timestamp"), where("Start"), "{version:UInt64}")
     return sql, {"minutes": sorted(minutes), "first": first, "last": last, "version": version}
 
 
@@ -168,4 +132,4 @@ def hourly_rollup_sql(minutes: Sequence[int]) -> tuple[str, Params]:
         "Minute >= toDateTime({first:UInt32}) AND Minute < toDateTime({last:UInt32})"
         " AND toUnixTimestamp(toStartOfHour(Minute)) IN {hours:Array(UInt32)}"
     )
-    return HOURLY_FROM_MINUTES.replace("{where}", where), {"hours": hours, "first": hours[0], "last": hours[-1] + 3600}
+    return hours_from_minutes(where), {"hours": hours, "first": hours[0], "last": hours[-1] + 3600}

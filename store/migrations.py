@@ -12,6 +12,8 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from agentlat.store.rollup_sql import ROLLUP_LEVELS, hours_from_minutes, minutes_from_raw
+
 _MAP = "Map(LowCardinality(String), String)"
 
 SPANS_DDL = f"""
@@ -168,8 +170,6 @@ ORDER BY (ProjectId, TraceId)
 TTL toDate(Start) + INTERVAL {ttl_days} DAY
 """
 
-ROLLUP_LEVELS = "0.5, 0.95, 0.99"
-
 # Per-minute digests, recomputed whole for a minute that received data (so duplicates,
 # which the raw tables drop at read time, never inflate them); the newest Version wins.
 ROLLUP_DDL = f"""
@@ -217,19 +217,13 @@ ORDER BY (ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)
 TTL toDate(Hour) + INTERVAL {{ttl_days}} DAY
 """
 
-_ROLLUP_GROUPS = "ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool"
+ROLLUP_HOURLY_BACKFILL = hours_from_minutes("1")
 
-# Shared by the migration's backfill and by every later recomputation (store/analysis.py).
-HOURLY_FROM_MINUTES = f"""
-INSERT INTO agentlat_rollup_1h
-SELECT ProjectId, Metric, toStartOfHour(Minute) AS Hour, ServiceName, Route, Agent, Model, Tool,
-       sum(Count), sum(Sum), quantilesTDigestMergeState({ROLLUP_LEVELS})(Digest), max(Version)
-FROM agentlat_rollup_1m FINAL
-WHERE {{where}}
-GROUP BY {_ROLLUP_GROUPS}
-"""
-
-ROLLUP_HOURLY_BACKFILL = HOURLY_FROM_MINUTES.replace("{where}", "1")
+# Every minute rolled up again (now with the counters of rollup_sql.COUNTER_METRICS), then its hour.
+ROLLUP_COUNTERS_BACKFILL = (
+    minutes_from_raw("1", "1", "toUInt64(toUnixTimestamp64Nano(now64(9)))"),
+    hours_from_minutes("1"),
+)
 
 # API keys: only a hash of each secret is kept; revoking writes a newer row.
 KEYS_DDL = """
@@ -343,6 +337,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "alert state, events and notification outbox", (ALERT_STATE_DDL, ALERT_EVENTS_DDL, ALERT_OUTBOX_DDL)),
     Migration(5, "hourly rollups", (ROLLUP_HOURLY_DDL, ROLLUP_HOURLY_BACKFILL)),
     Migration(6, "spans storage: codecs, no attribute bloom filters", (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL)),
+    Migration(7, "rollup counters for per-dimension summaries", ROLLUP_COUNTERS_BACKFILL),
 )
 
 LEDGER_DDL = """
@@ -405,7 +400,7 @@ _CREATE_VIEW = re.compile(
 _ALTER = re.compile(r"^\s*ALTER TABLE (?P<name>\w+) (?P<commands>.*?)\s*$", re.S)
 _INSERT_SELECT = re.compile(r"^\s*INSERT INTO (?P<name>\w+)\s+(?P<select>SELECT\b.*?)\s*$", re.S)
 _COLUMN_COMMAND = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT|CLEAR) COLUMN\b")
-_TABLE_REFERENCE = re.compile(r"\b(FROM|JOIN)\s+(\w+)\b")
+_TABLE_REFERENCE = re.compile(r"\b(FROM|(?<!ARRAY )JOIN)\s+(\w+)\b")
 
 
 def cluster_statements(

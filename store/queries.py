@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentlat.store.backends import Params
-from agentlat.store.migrations import ROLLUP_LEVELS
+from agentlat.store.rollup_sql import ROLLUP_LEVELS
 
 # Query-API dimension name -> column.
 DIMENSIONS: dict[str, str] = {
@@ -245,7 +245,7 @@ def rollup_percentiles_sql(metrics: Sequence[str], group_by: Sequence[str], wher
     columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
     rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS)
     sql = f"""
-        SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) / sum(Count) AS mean,
+        SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) AS sum, sum(Sum) / sum(Count) AS mean,
                quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
         FROM ({rows})
         GROUP BY {", ".join([*group_by, "metric"])}
@@ -311,8 +311,8 @@ def _client_else_server(numerator: str, denominator: str) -> str:
     return f"coalesce({client}, {server})"
 
 
-def dimensions_sql(dimension: str, where: SpanFilter, with_quantiles: bool) -> tuple[str, Params]:
-    """Per value of a dimension: unit count and errors, then count (and exact p50/p95/p99) of each
+def dimensions_sql(dimension: str, where: SpanFilter) -> tuple[str, Params]:
+    """Per value of a dimension: unit count and errors, then count and exact p50/p95/p99 of each
     of its metrics, token-weighted prompt-cache hit rate and speculative acceptance."""
     unit = DIMENSION_UNITS[dimension]
     levels = ", ".join(str(q) for q in QUANTILES)
@@ -324,10 +324,9 @@ def dimensions_sql(dimension: str, where: SpanFilter, with_quantiles: bool) -> t
     for name in DIMENSION_METRICS[dimension]:
         spec = METRICS[name]
         present = f"({spec.condition}) AND isNotNull({spec.expression})"
+        value = f"toFloat64(assumeNotNull({spec.expression}))"
         select.append(f"countIf({present}) AS {name}_count")
-        if with_quantiles:
-            value = f"toFloat64(assumeNotNull({spec.expression}))"
-            select.append(f"quantilesExactInclusiveIf({levels})({value}, {present}) AS {name}_q")
+        select.append(f"quantilesExactInclusiveIf({levels})({value}, {present}) AS {name}_q")
     select.append(f"{_client_else_server('CacheReadTokens', 'InputTokens')} AS cache_hit_rate")
     select.append(f"{_client_else_server('SpecAcceptedTokens', 'SpecProposedTokens')} AS spec_acceptance")
     condition = " AND ".join([where.window_clause(), *where.equality_tests(), f"{DIMENSIONS[dimension]} != ''"])
@@ -341,3 +340,55 @@ def dimensions_sql(dimension: str, where: SpanFilter, with_quantiles: bool) -> t
         {FINAL_WITHIN_PARTITIONS}
     """
     return sql, where.params()
+
+
+# The rollup metrics that hold each dimension's unit count and error count.
+DIMENSION_UNIT_ROLLUPS = {"route": "n_root", "agent": "agent", "model": "model", "tool": "tool"}
+DIMENSION_ERROR_ROLLUPS = {
+    "route": "n_error_root",
+    "agent": "n_error_agent",
+    "model": "n_error_model",
+    "tool": "n_error_tool",
+}
+_TOKEN_RATIOS = {  # row key: (numerator, denominator) token counters, client calls first, then server spans
+    "cache_hit_rate": ("cache_read", "cache_input"),
+    "spec_acceptance": ("spec_accepted", "spec_proposed"),
+}
+
+
+def dimension_rollup_metrics(dimension: str) -> list[str]:
+    """Every rollup metric a per-dimension summary from rollups reads."""
+    tokens = [f"tokens_{t}{s}" for pair in _TOKEN_RATIOS.values() for t in pair for s in ("", "_server")]
+    unit_and_errors = [DIMENSION_UNIT_ROLLUPS[dimension], DIMENSION_ERROR_ROLLUPS[dimension]]
+    return list(dict.fromkeys([*unit_and_errors, *DIMENSION_METRICS[dimension], *tokens]))
+
+
+def dimension_summary_from_rollups(dimension: str, rows: Sequence[dict]) -> list[dict]:
+    """The rows ``dimensions_sql`` returns (with percentiles), built from rollup rows of
+    ``dimension_rollup_metrics`` grouped by the dimension."""
+    by_name: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        if row[dimension]:
+            by_name.setdefault(row[dimension], {})[row["metric"]] = row
+
+    def count(found: dict[str, dict], metric: str) -> int:
+        return found[metric]["count"] if metric in found else 0
+
+    def ratio(found: dict[str, dict], numerator: str, denominator: str) -> float | None:
+        for suffix in ("", "_server"):
+            below = found.get(f"tokens_{denominator}{suffix}", {}).get("sum") or 0
+            if below:
+                return found[f"tokens_{numerator}{suffix}"]["sum"] / below
+        return None
+
+    summary = []
+    for name, found in by_name.items():
+        row = {"name": name, "count": count(found, DIMENSION_UNIT_ROLLUPS[dimension])}
+        row["errors"] = count(found, DIMENSION_ERROR_ROLLUPS[dimension])
+        for metric in DIMENSION_METRICS[dimension]:
+            row[f"{metric}_count"] = count(found, metric)
+            row[f"{metric}_q"] = found[metric]["q"] if metric in found else None
+        row.update({key: ratio(found, *pair) for key, pair in _TOKEN_RATIOS.items()})
+        summary.append(row)
+    summary.sort(key=lambda r: (-r["count"], r["name"]))
+    return summary[:1000]

@@ -107,10 +107,18 @@ def test_column_changes_reach_local_and_distributed_tables() -> None:
 
 
 def test_backfills_run_once_through_the_distributed_tables() -> None:
-    backfill = statement("INSERT INTO `agentlat`.agentlat_rollup_1h ")
-    assert backfill.startswith("INSERT INTO `agentlat`.agentlat_rollup_1h SETTINGS distributed_foreground_insert = 1\n")
-    assert re.findall(r"(?:FROM|JOIN) (\S+)", backfill) == ["`agentlat`.agentlat_rollup_1m"]
-    assert "ON CLUSTER" not in backfill
+    backfills = [s for s in STATEMENTS if s.startswith("INSERT INTO") and "agentlat_migrations" not in s]
+    assert [re.match(r"INSERT INTO (\S+) SETTINGS distributed_foreground_insert = 1\n", s)[1] for s in backfills] == [
+        "`agentlat`.agentlat_rollup_1h",  # migration 5
+        "`agentlat`.agentlat_rollup_1m",  # migration 7: minutes, then their hours
+        "`agentlat`.agentlat_rollup_1h",
+    ]
+    assert [re.findall(r"(?:FROM|JOIN) ([`\w.]+)", s) for s in backfills] == [
+        ["`agentlat`.agentlat_rollup_1m"],
+        ["`agentlat`.otel_traces", "arrayFilter", "`agentlat`.agentlat_traces"],  # ARRAY JOINs left alone
+        ["`agentlat`.agentlat_rollup_1m"],
+    ]
+    assert not any("ON CLUSTER" in s for s in backfills)
 
 
 def test_retention_is_filled_in() -> None:
@@ -123,7 +131,8 @@ def test_every_statement_runs_on_the_cluster_with_qualified_names() -> None:
     for s in STATEMENTS:
         if not s.startswith("INSERT"):
             assert " ON CLUSTER 'prod'" in s
-        names = re.findall(r"(?:TABLE IF NOT EXISTS|VIEW IF NOT EXISTS|ALTER TABLE|INSERT INTO|AS|TO|FROM) (\S+)", s)
+        keywords = r"TABLE IF NOT EXISTS|VIEW IF NOT EXISTS|ALTER TABLE|INSERT INTO|AS(?= `)|TO|FROM"
+        names = re.findall(rf"(?:{keywords}) (\S+)", s)
         assert names and all(n.startswith("`agentlat`.") for n in names if n[0] == "`" or n[0].islower()), s
 
 

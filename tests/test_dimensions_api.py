@@ -92,6 +92,28 @@ def test_filters_and_rollups(known: ServerProcess) -> None:
     assert known.get("/api/v1/dimensions", dimension="route", window="24h").json()["source"] == "rollups"
 
 
+@pytest.mark.parametrize("dimension", ["route", "agent", "model", "tool"])
+def test_the_summary_from_rollups_matches_the_exact_one(known: ServerProcess, dimension: str) -> None:
+    """Counts, errors and token ratios from the rollup counters equal the exact ones; percentiles agree."""
+    exact = rows(known, dimension, source="spans")
+    rolled = wait_for(
+        lambda: (found := rows(known, dimension, source="rollups")) and len(found) == len(exact) and found
+    )
+    assert list(rolled) == list(exact)
+    for name, row in rolled.items():
+        expected = exact[name]
+        plain = ("count", "errors", "error_rate", "cache_hit_rate", "spec_acceptance")
+        assert {k: row[k] for k in plain} == {k: _close(expected[k], 1e-9) for k in plain}, name
+        for metric, got in row["metrics"].items():
+            want = expected["metrics"][metric]
+            assert got == {k: _close(v, 0.05) for k, v in want.items()}, (name, metric)
+            assert got["count"] == want["count"]
+
+
+def _close(value: float | None, rel: float) -> object:
+    return None if value is None else pytest.approx(value, rel=rel)
+
+
 @pytest.mark.parametrize(
     ("params", "fragment"),
     [
@@ -107,13 +129,15 @@ def test_errors(known: ServerProcess, params: dict, fragment: str) -> None:
 
 
 def test_rollups_not_computed_yet(tmp_path: Path) -> None:
-    """Spans stored, their minutes not rolled up yet: counts and rates, and no percentiles rather than an error."""
+    """Spans stored, their minutes not rolled up yet: the summary from rollups has no row for them yet
+    (not an error), the exact one has it."""
     server = ServerProcess(tmp_path, extra_env={**FAST, "AGENTLAT_ROLLUP_SETTLE": "3600"}).start()
     try:
         ingest(server, checkout_trace(time.time_ns() - 60_000 * MS, 1000.0, 100.0, 10.0, 250))
         wait_for(lambda: rows(server, "tool", source="spans").get("payment"))
-        [row] = [r for name, r in rows(server, "route", source="rollups").items() if name == "/checkout"]
-        assert row["count"] == 1 and row["cache_hit_rate"] == 0.25
-        assert row["metrics"]["e2e"] == {"count": 1, "p50": None, "p95": None, "p99": None}
+        assert "/checkout" not in rows(server, "route", source="rollups")
+        exact = rows(server, "route", source="spans")["/checkout"]
+        assert exact["count"] == 1 and exact["cache_hit_rate"] == 0.25
+        assert exact["metrics"]["e2e"] == {"count": 1, "p50": 1000.0, "p95": 1000.0, "p99": 1000.0}
     finally:
         server.stop()
