@@ -228,6 +228,21 @@ def make_router(store: Store, project_of) -> APIRouter:
         rows.sort(key=lambda r: -r["traces"])
         return {"window": _window(where), "filters": where.equals, "group_by": dims, "unit": "ms", "rows": rows}
 
+    @router.get(
+        "/groups", summary="the groups that served requests in a window, with their counts (cheap: no percentiles)"
+    )
+    async def groups(
+        where: Filter,
+        group_by: Annotated[list[str], Query(description=f"one or more of {list(ROLLUP_DIMENSIONS)}")] = ["service"],  # noqa: B006
+    ) -> dict[str, Any]:
+        dims = _group_by(group_by, ROLLUP_DIMENSIONS)
+        if not dims:
+            raise HTTPException(400, f"group_by: give one or more of {list(ROLLUP_DIMENSIONS)}")
+        _require_rollup_filters(where)
+        found = await run_in_threadpool(store.rollup_groups, dims, where)
+        rows = [{"group": {d: row[d] for d in dims}, "count": row["count"]} for row in found]
+        return {"window": _window(where), "filters": where.equals, "group_by": dims, "rows": rows}
+
     @router.get("/timeseries", summary="p50/p95/p99 of a metric per interval, from the per-minute rollups")
     async def timeseries(
         where: Filter,

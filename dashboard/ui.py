@@ -95,7 +95,7 @@ def scope() -> Scope:
 
 def sidebar_call(window: str) -> Call:
     """What the sidebar asks on every page: the services and routes seen in the window."""
-    return Call.of("/breakdown", group_by="service,route", window=window)
+    return Call.of("/groups", group_by="service,route", window=window)
 
 
 def sidebar() -> Scope:

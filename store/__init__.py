@@ -202,6 +202,11 @@ class Store:
         sql, params = queries.rollup_percentiles_sql(metrics, group_by, where)
         return self.backend.query_arrow(sql, params).to_pylist()
 
+    def rollup_groups(self, group_by: Sequence[str], where: SpanFilter) -> list[dict[str, Any]]:
+        """Each group (of rollup dimensions) that served requests in the window, with its request count."""
+        sql, params = queries.rollup_groups_sql(group_by, where)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
     def timeseries(
         self, metric: str, group_by: Sequence[str], where: SpanFilter, step_seconds: int
     ) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentlat.store.backends import Params
-from agentlat.store.queries import FINAL_WITHIN_PARTITIONS, SpanFilter
+from agentlat.store.queries import FINAL_SETTINGS, SpanFilter
 
 _CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
 LONG_OUTPUT_TOKENS = 400
@@ -33,7 +33,7 @@ def model_calls_sql(where: SpanFilter) -> tuple[str, Params]:
         FROM otel_traces FINAL
         WHERE {where.window_clause()} AND {_CLIENT_MODEL} AND Route != ''
         GROUP BY Route
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, where.params()
 
@@ -51,7 +51,7 @@ def prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
             HAVING count() >= 2
         )
         GROUP BY route
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, where.params()
 
@@ -71,7 +71,7 @@ def server_phases_sql(where: SpanFilter) -> tuple[str, Params]:
         ) AS r ON s.TraceId = r.TraceId
         WHERE {where.window_clause()} AND s.IsServerSpan = 1
         GROUP BY r.route
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, where.params()
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from agentlat.store.backends import Params
-from agentlat.store.queries import FINAL_WITHIN_PARTITIONS
+from agentlat.store.queries import FINAL_SETTINGS
 from agentlat.store.rollup_sql import hours_from_minutes, minutes_from_raw
 
 # Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id.
@@ -36,7 +36,7 @@ def analysis_input_sql(project: str, trace_ids: Sequence[str]) -> tuple[str, Par
         SELECT {ANALYSIS_INPUT_COLUMNS}
         FROM otel_traces FINAL
         WHERE ProjectId = {{project:String}} AND TraceId IN {{ids:Array(String)}}
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, {"project": project, "ids": list(trace_ids)}
 

@@ -50,10 +50,12 @@ METRICS: dict[str, Metric] = {
 
 QUANTILES = (0.5, 0.95, 0.99)
 
-# FINAL may deduplicate each partition on its own where a row's duplicates always share its
-# partition: spans (by day of their timestamp) and rollup rows (by their minute or hour). Not
-# for agentlat_traces, whose month partition follows a start that a late root can move.
-FINAL_WITHIN_PARTITIONS = "SETTINGS do_not_merge_across_partitions_select_final = 1"
+# How spans and rollup rows are read with FINAL. A row's duplicates (a span delivered twice, a
+# recomputed rollup row) share its partition (the day of its timestamp, its minute or hour) and
+# every column a query filters on, so each partition is deduplicated on its own, and only after
+# the filters. Not for agentlat_traces, whose month partition and columns follow a start that a
+# late root can move.
+FINAL_SETTINGS = "SETTINGS do_not_merge_across_partitions_select_final = 1, optimize_move_to_prewhere_if_final = 1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,7 @@ def percentiles_sql(metric: str, group_by: Sequence[str], where: SpanFilter) -> 
         HAVING count() > 0
         ORDER BY count DESC
         LIMIT 1000
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, where.params()
 
@@ -169,7 +171,7 @@ def traces_sql(where: SpanFilter, sort: str, limit: int) -> tuple[str, Params]:
         HAVING {" AND ".join(having)}
         ORDER BY {TRACE_SORTS[sort]}
         LIMIT {{limit:UInt32}}
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, params
 
@@ -200,7 +202,7 @@ def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str,
               SELECT max(End) + INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
               WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
         ORDER BY Timestamp, SpanId
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, {"project": project, "trace_id": trace_id}
 
@@ -222,17 +224,17 @@ def rollup_spans(where: SpanFilter, hourly: bool = True) -> Params:
     return {"minute_first": minute_first, "minute_last": minute_last, "hour_first": hour_first, "hour_last": hour_last}
 
 
-def _rollup_rows(where: SpanFilter, metric_test: str, columns: str) -> str:
+def _rollup_rows(where: SpanFilter, metric_test: str, columns: str, values: str = "Count, Sum, Digest") -> str:
     """Matching rollup rows of the window, whole hours from the hourly table and the rest from minutes,
     each with its start as ``T``."""
     tests = " AND ".join(["ProjectId = {project:String}", *where.equality_tests(), metric_test])
     return f"""
-        SELECT {columns}, Metric, Count, Sum, Digest, Minute AS T FROM agentlat_rollup_1m FINAL
+        SELECT {columns}, Metric, {values}, Minute AS T FROM agentlat_rollup_1m FINAL
         WHERE {tests}
           AND (Minute >= toDateTime({{minute_first:UInt32}}) AND Minute < toDateTime({{hour_first:UInt32}})
                OR Minute >= toDateTime({{hour_last:UInt32}}) AND Minute < toDateTime({{minute_last:UInt32}}))
         UNION ALL
-        SELECT {columns}, Metric, Count, Sum, Digest, Hour AS T FROM agentlat_rollup_1h FINAL
+        SELECT {columns}, Metric, {values}, Hour AS T FROM agentlat_rollup_1h FINAL
         WHERE {tests} AND Hour >= toDateTime({{hour_first:UInt32}}) AND Hour < toDateTime({{hour_last:UInt32}})
     """
 
@@ -251,9 +253,25 @@ def rollup_percentiles_sql(metrics: Sequence[str], group_by: Sequence[str], wher
         GROUP BY {", ".join([*group_by, "metric"])}
         ORDER BY count DESC
         LIMIT 10000
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, {**where.params(), **rollup_spans(where), "metrics": list(metrics)}
+
+
+def rollup_groups_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    """The groups that served requests in the window, with their request counts: rollup counts only,
+    no digest to merge."""
+    columns = ", ".join(f"{DIMENSIONS[d]} AS {d}" for d in group_by)
+    rows = _rollup_rows(where, "Metric = 'e2e'", _ROLLUP_COLUMNS, values="Count")
+    sql = f"""
+        SELECT {columns}, sum(Count) AS count
+        FROM ({rows})
+        GROUP BY {", ".join(group_by)}
+        ORDER BY count DESC
+        LIMIT 10000
+        {FINAL_SETTINGS}
+    """
+    return sql, {**where.params(), **rollup_spans(where)}
 
 
 def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step_seconds: int) -> tuple[str, Params]:
@@ -266,7 +284,7 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
         GROUP BY {", ".join(["t", *group_by])}
         ORDER BY t
         LIMIT 100000
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     spans = rollup_spans(where, hourly=step_seconds % HOUR_S == 0)
     return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
@@ -337,7 +355,7 @@ def dimensions_sql(dimension: str, where: SpanFilter) -> tuple[str, Params]:
         GROUP BY name
         ORDER BY count DESC, name
         LIMIT 1000
-        {FINAL_WITHIN_PARTITIONS}
+        {FINAL_SETTINGS}
     """
     return sql, where.params()
 

@@ -123,6 +123,8 @@ def test_breakdown_and_timeseries_from_rollups(fast: ServerProcess) -> None:
     long = fast.get("/api/v1/percentiles", metric="tool", service="rollup-svc", window="24h").json()
     assert long["source"] == "rollups" and long["rows"][0]["count"] == 8
     assert long["rows"][0]["p50"] == pytest.approx(200.0)
+    groups = fast.get("/api/v1/groups", group_by="service,route", service="rollup-svc", window="24h").json()
+    assert groups["rows"] == [{"group": {"service": "rollup-svc", "route": "/rolled"}, "count": 4}]
 
 
 @pytest.mark.parametrize(
@@ -130,6 +132,8 @@ def test_breakdown_and_timeseries_from_rollups(fast: ServerProcess) -> None:
     [
         ("/api/v1/breakdown", {"group_by": "provider"}, "group_by ['provider']"),
         ("/api/v1/breakdown", {"role": "tool"}, "not kept in rollups"),
+        ("/api/v1/groups", {"group_by": ""}, "group_by: give one or more"),
+        ("/api/v1/groups", {"group_by": "span_name"}, "group_by ['span_name']"),
         ("/api/v1/timeseries", {"metric": "queue"}, "metric='queue'"),
         ("/api/v1/timeseries", {"step": "30s"}, "whole minutes"),
         ("/api/v1/percentiles", {"metric": "queue", "source": "rollups"}, "use source=spans"),
