@@ -24,7 +24,7 @@ class Settings:
     max_body_bytes: int = 20 * MIB
     max_pending_bytes: int = 256 * MIB
     batch_rows: int = 50_000
-    flush_interval: float = 0.2
+    flush_interval: float = 1.0
     ttl_days: int = 180
     trace_grace_seconds: float = 5.0
     partial_trace_timeout_seconds: float = 300.0

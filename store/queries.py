@@ -192,15 +192,14 @@ TRACE_SPAN_COLUMNS = (
 def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str, Params]:
     derived_columns = ", ".join(derived)
     sql = f"""
+        WITH (
+            SELECT (min(Start) - INTERVAL 1 SECOND, max(End) + INTERVAL 1 SECOND) FROM otel_traces_trace_id_ts
+            WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}}
+        ) AS bounds
         SELECT {TRACE_SPAN_COLUMNS}, {derived_columns}
         FROM otel_traces FINAL
         WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}}
-          AND Timestamp >= (
-              SELECT min(Start) - INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
-              WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
-          AND Timestamp <= (
-              SELECT max(End) + INTERVAL 1 SECOND FROM otel_traces_trace_id_ts
-              WHERE ProjectId = {{project:String}} AND TraceId = {{trace_id:String}})
+          AND Timestamp >= bounds.1 AND Timestamp <= bounds.2
         ORDER BY Timestamp, SpanId
         {FINAL_SETTINGS}
     """
