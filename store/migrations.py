@@ -170,13 +170,14 @@ ORDER BY (ProjectId, TraceId)
 TTL toDate(Start) + INTERVAL {ttl_days} DAY
 """
 
-# Per-minute digests, recomputed whole for a minute that received data (so duplicates,
-# which the raw tables drop at read time, never inflate them); the newest Version wins.
-ROLLUP_DDL = f"""
-CREATE TABLE IF NOT EXISTS agentlat_rollup_1m (
+
+def _rollup_table(name: str, time_column: str, partition: str) -> str:
+    """The DDL of a rollup table: one row per metric, group and ``time_column`` (a minute or an hour)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS {name} (
     ProjectId LowCardinality(String),
     Metric LowCardinality(String),
-    Minute DateTime('UTC'),
+    {time_column} DateTime('UTC'),
     ServiceName LowCardinality(String),
     Route LowCardinality(String),
     Agent LowCardinality(String),
@@ -188,34 +189,20 @@ CREATE TABLE IF NOT EXISTS agentlat_rollup_1m (
     Version UInt64
 )
 ENGINE = ReplacingMergeTree(Version)
-PARTITION BY toDate(Minute)
-ORDER BY (ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool)
-TTL toDate(Minute) + INTERVAL {{ttl_days}} DAY
+PARTITION BY {partition}({time_column})
+ORDER BY (ProjectId, Metric, {time_column}, ServiceName, Route, Agent, Model, Tool)
+TTL toDate({time_column}) + INTERVAL {{ttl_days}} DAY
 """
+
+
+# Per-minute digests, recomputed whole for a minute that received data (so duplicates,
+# which the raw tables drop at read time, never inflate them); the newest Version wins.
+ROLLUP_DDL = _rollup_table("agentlat_rollup_1m", "Minute", "toDate")
 
 
 # The per-minute rollups merged per hour, for long windows: a day reads 24 rows per group
 # instead of 1,440. Recomputed from the minute rows whenever one of its minutes is.
-ROLLUP_HOURLY_DDL = f"""
-CREATE TABLE IF NOT EXISTS agentlat_rollup_1h (
-    ProjectId LowCardinality(String),
-    Metric LowCardinality(String),
-    Hour DateTime('UTC'),
-    ServiceName LowCardinality(String),
-    Route LowCardinality(String),
-    Agent LowCardinality(String),
-    Model LowCardinality(String),
-    Tool LowCardinality(String),
-    Count UInt64,
-    Sum Float64,
-    Digest AggregateFunction(quantilesTDigest({ROLLUP_LEVELS}), Float64),
-    Version UInt64
-)
-ENGINE = ReplacingMergeTree(Version)
-PARTITION BY toYYYYMM(Hour)
-ORDER BY (ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)
-TTL toDate(Hour) + INTERVAL {{ttl_days}} DAY
-"""
+ROLLUP_HOURLY_DDL = _rollup_table("agentlat_rollup_1h", "Hour", "toYYYYMM")
 
 ROLLUP_HOURLY_BACKFILL = hours_from_minutes("1")
 
