@@ -101,6 +101,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             alerting.stop()
         if grpc_server is not None:
             grpc_server.stop(grace=5).wait()
+        ingestor.close()
         pipeline.stop()
         assembler.stop()
         rollups.stop()
@@ -117,7 +118,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.assembler = assembler
     app.state.rollups = rollups
     metrics = CollectorMetrics(pipeline, assembler, rollups)
-    ingestor = Ingestor(pipeline, Limits(), metrics)
+    ingestor = Ingestor(pipeline, Limits(), metrics, decode_workers=settings.decode_workers)
     app.state.ingestor = ingestor
     app.include_router(receiver.make_router(ingestor, settings.max_body_bytes, project_of))
     app.include_router(api.make_router(store, project_of))

@@ -25,6 +25,7 @@ class Settings:
     max_pending_bytes: int = 256 * MIB
     batch_rows: int = 50_000
     flush_interval: float = 1.0
+    decode_workers: int = 0  # processes that decode OTLP bodies; 0 decodes in the server's threads
     ttl_days: int = 180
     trace_grace_seconds: float = 5.0
     partial_trace_timeout_seconds: float = 300.0
@@ -102,6 +103,7 @@ _ENV: tuple[tuple[str, str, Any], ...] = (
     ("ttl_days", "AGENTLAT_TTL_DAYS", int),
     ("flush_interval", "AGENTLAT_FLUSH_INTERVAL", float),
     ("batch_rows", "AGENTLAT_BATCH_ROWS", int),
+    ("decode_workers", "AGENTLAT_DECODE_WORKERS", int),
     ("trace_grace_seconds", "AGENTLAT_TRACE_GRACE", float),
     ("partial_trace_timeout_seconds", "AGENTLAT_PARTIAL_TRACE_TIMEOUT", float),
     ("rollup_settle_seconds", "AGENTLAT_ROLLUP_SETTLE", float),
