@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 import uvicorn
@@ -48,7 +47,4 @@ def run_server(
         f"  store      {app.state.store.description}\n"
         f"  API keys   {keys}"
     )
-    # Decoding allocates many short-lived objects per span; at the default threshold (700) the
-    # collector spent about a tenth of its ingest CPU in the cyclic garbage collector.
-    gc.set_threshold(100_000, 50, 1_000)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, log_config=None)
