@@ -217,7 +217,10 @@ class Store:
         """Per value of route, agent, model or tool: counts, errors, rates and percentiles, exact from
         the spans, or from the rollups (t-digest percentiles; cost grows with minutes, not spans)."""
         if from_rollups:
-            rows = self.rollup_percentiles(queries.dimension_rollup_metrics(dimension), [dimension], where)
+            # All rows: a row limit could drop some metrics of a value the summary lists.
+            metrics = queries.dimension_rollup_metrics(dimension)
+            sql, params = queries.rollup_percentiles_sql(metrics, [dimension], where, limit=None)
+            rows = self.backend.query_arrow(sql, params).to_pylist()
             return queries.dimension_summary_from_rollups(dimension, rows)
         sql, params = queries.dimensions_sql(dimension, where)
         return self.backend.query_arrow(sql, params).to_pylist()

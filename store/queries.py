@@ -241,8 +241,11 @@ def _rollup_rows(where: SpanFilter, metric_test: str, columns: str, values: str 
 _ROLLUP_COLUMNS = "ServiceName, Route, Agent, Model, Tool"
 
 
-def rollup_percentiles_sql(metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
-    """Count, mean and t-digest p50/p95/p99 per group and metric, merged from rollup digests."""
+def rollup_percentiles_sql(
+    metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter, limit: int | None = 10_000
+) -> tuple[str, Params]:
+    """Count, mean and t-digest p50/p95/p99 per group and metric, merged from rollup digests
+    (at most ``limit`` rows, the most counted first; all of them with None)."""
     columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
     rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS)
     sql = f"""
@@ -251,10 +254,11 @@ def rollup_percentiles_sql(metrics: Sequence[str], group_by: Sequence[str], wher
         FROM ({rows})
         GROUP BY {", ".join([*group_by, "metric"])}
         ORDER BY count DESC
-        LIMIT 10000
+        {"LIMIT {limit:UInt32}" if limit is not None else ""}
         {FINAL_SETTINGS}
     """
-    return sql, {**where.params(), **rollup_spans(where), "metrics": list(metrics)}
+    params = {**where.params(), **rollup_spans(where), "metrics": list(metrics)}
+    return sql, params if limit is None else {**params, "limit": limit}
 
 
 def rollup_groups_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
@@ -301,6 +305,7 @@ def trace_analysis_sql(project: str, trace_id: str) -> tuple[str, Params]:
 
 # --- per-dimension summary (the dashboard's routes & models table) ---------------------
 # What one row of each dimension counts, and the metrics reported for it.
+DIMENSION_ROWS = 1000  # values of a dimension a summary lists, the most counted first
 DIMENSION_UNITS: dict[str, str] = {
     "route": "ParentSpanId = ''",  # requests: root spans
     "agent": "Role = 'agent'",  # agent runs
@@ -353,7 +358,7 @@ def dimensions_sql(dimension: str, where: SpanFilter) -> tuple[str, Params]:
         WHERE {condition}
         GROUP BY name
         ORDER BY count DESC, name
-        LIMIT 1000
+        LIMIT {DIMENSION_ROWS}
         {FINAL_SETTINGS}
     """
     return sql, where.params()
@@ -408,4 +413,4 @@ def dimension_summary_from_rollups(dimension: str, rows: Sequence[dict]) -> list
         row.update({key: ratio(found, *pair) for key, pair in _TOKEN_RATIOS.items()})
         summary.append(row)
     summary.sort(key=lambda r: (-r["count"], r["name"]))
-    return summary[:1000]
+    return summary[:DIMENSION_ROWS]
