@@ -96,8 +96,18 @@ def _use_rollups(source: str, metric: str, dims: list[str], where: SpanFilter) -
     if source == "rollups" and not possible:
         raise HTTPException(400, f"metric {metric!r} with these dimensions is not kept in rollups; use source=spans")
     if source == "auto":
-        return possible and where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS
+        return possible and _long_window(where)
     return source == "rollups"
+
+
+def _source_query(description: str) -> Any:
+    """The ``source`` parameter of the endpoints that can read spans or rollups."""
+    return Query(pattern="^(auto|spans|rollups)$", description=description)
+
+
+def _long_window(where: SpanFilter) -> bool:
+    """Whether source=auto reads rollups for this window."""
+    return where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS
 
 
 def _step_seconds(step: str) -> int:
@@ -179,10 +189,9 @@ def make_router(store: Store, project_of) -> APIRouter:
         group_by: Annotated[list[str], Query(description=f"any of {sorted(DIMENSIONS)}")] = [],  # noqa: B006
         source: Annotated[
             str,
-            Query(
-                pattern="^(auto|spans|rollups)$",
-                description="spans: exact, from raw spans; rollups: t-digest from per-minute rollups; "
-                "auto: spans for windows up to 6 h, rollups beyond when the metric and dimensions allow",
+            _source_query(
+                "spans: exact, from raw spans; rollups: t-digest from per-minute rollups; "
+                "auto: spans for windows up to 6 h, rollups beyond when the metric and dimensions allow"
             ),
         ] = "auto",
     ) -> dict[str, Any]:
@@ -275,10 +284,7 @@ def make_router(store: Store, project_of) -> APIRouter:
     async def dimensions(
         where: Filter,
         dimension: Annotated[str, Query(description=f"one of {list(DIMENSION_METRICS)}")] = "route",
-        source: Annotated[
-            str,
-            Query(pattern="^(auto|spans|rollups)$", description="where percentiles come from, as for /percentiles"),
-        ] = "auto",
+        source: Annotated[str, _source_query("where percentiles come from, as for /percentiles")] = "auto",
     ) -> dict[str, Any]:
         if dimension not in DIMENSION_METRICS:
             raise HTTPException(400, f"dimension={dimension!r}: choose from {list(DIMENSION_METRICS)}")
@@ -296,10 +302,22 @@ def make_router(store: Store, project_of) -> APIRouter:
         }
 
     @router.get("/advice", summary="which latency lever each route should pull, ranked by expected saving")
-    async def advice(where: Filter, route: str | None = None) -> dict[str, Any]:
-        evidence = await run_in_threadpool(store.advice_evidence, where)
+    async def advice(
+        where: Filter,
+        route: str | None = None,
+        source: Annotated[
+            str,
+            _source_query(
+                "evidence exact from the spans, or from the rollups (medians estimated); "
+                "auto: rollups for windows over 6h"
+            ),
+        ] = "auto",
+    ) -> dict[str, Any]:
+        use_rollups = source == "rollups" or (source == "auto" and _long_window(where))
+        evidence = await run_in_threadpool(store.advice_evidence, where, use_rollups)
         findings = advise([route_evidence(name, facts) for name, facts in evidence.items()])
         return {
+            "source": "rollups" if use_rollups else "spans",
             "window": _window(where),
             "findings": [f.as_dict() for f in findings if route in (None, "", f.route)],
         }

@@ -188,7 +188,7 @@ class Store:
     def rollup(self, minutes: Sequence[int], version: int) -> None:
         """Recompute the rollups of these minutes (unix seconds) from the raw tables, then their hours."""
         if minutes:
-            for sql, params in (analysis.rollup_sql(minutes, version), analysis.hourly_rollup_sql(minutes)):
+            for sql, params in (*analysis.rollup_sql(minutes, version), analysis.hourly_rollup_sql(minutes)):
                 self.backend.execute(sql, params)
 
     def trace_analysis(self, project: str, trace_id: str) -> dict[str, Any] | None:
@@ -225,21 +225,29 @@ class Store:
         sql, params = queries.dimensions_sql(dimension, where)
         return self.backend.query_arrow(sql, params).to_pylist()
 
-    def advice_evidence(self, where: SpanFilter) -> dict[str, dict[str, dict[str, Any]]]:
-        """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace.
-        The four queries run concurrently."""
-        builds = {
-            "calls": advice.model_calls_sql,
-            "prefix": advice.prefix_misses_sql,
-            "server": advice.server_phases_sql,
-            "trace": advice.traces_sql,
-        }
+    def advice_evidence(self, where: SpanFilter, from_rollups: bool = False) -> advice.Evidence:
+        """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace; exact
+        from the spans and traces, or from the rollups. The queries run concurrently."""
+        if from_rollups:
+            builds = {
+                "facts": advice.rollup_facts_sql,
+                "prefix": advice.rollup_prefix_misses_sql,
+                "server": advice.server_phases_sql,
+            }
+        else:
+            builds = {
+                "calls": advice.model_calls_sql,
+                "prefix": advice.prefix_misses_sql,
+                "server": advice.server_phases_sql,
+                "trace": advice.traces_sql,
+            }
         with ThreadPoolExecutor(len(builds), thread_name_prefix="agentlat-advice") as pool:
             found = {key: pool.submit(self.backend.query_arrow, *build(where)) for key, build in builds.items()}
-            evidence: dict[str, dict[str, dict[str, Any]]] = {}
-            for key, future in found.items():
-                for row in future.result().to_pylist():
-                    evidence.setdefault(row["route"], {})[key] = row
+            rows = {key: future.result().to_pylist() for key, future in found.items()}
+        evidence = advice.evidence_from_rollups(rows.pop("facts")) if from_rollups else {}
+        for key, key_rows in rows.items():
+            for row in key_rows:
+                evidence.setdefault(row["route"], {})[key] = row
         return evidence
 
     # --- API keys -------------------------------------------------------------------

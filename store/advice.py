@@ -1,13 +1,22 @@
-"""Evidence the advisor reads: per-route aggregates over a window, from spans and traces."""
+"""Evidence the advisor reads: per-route aggregates over a window, exact from the spans and analysed
+traces, or from the rollups, whose cost grows with the window's minutes instead of its spans.
+
+Both forms give each route the same facts under the same keys: ``calls`` (client model calls),
+``prefix`` (cache misses on a repeated prompt prefix), ``server`` (server-side phases, always read from
+the spans: few traces carry them) and ``trace`` (per-trace aggregates). From rollups, medians are
+t-digest estimates; counts and sums are exact.
+"""
 
 from __future__ import annotations
 
-from agentlat.store.backends import Params
-from agentlat.store.queries import FINAL_SETTINGS, SpanFilter
+from collections.abc import Sequence
+from typing import Any
 
-_CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
-LONG_OUTPUT_TOKENS = 400
-_LONG_PLAIN = f"OutputTokens >= {LONG_OUTPUT_TOKENS} AND SpecProposedTokens IS NULL"
+from agentlat.store.backends import Params
+from agentlat.store.queries import FINAL_SETTINGS, SpanFilter, rollup_percentiles_sql, rollup_spans
+from agentlat.store.rollup_sql import ADVICE_SPAN_METRICS, ADVICE_TRACE_METRICS, CLIENT_MODEL, LONG_PLAIN, PREFIX_HASH
+
+Evidence = dict[str, dict[str, dict[str, Any]]]  # route -> kind of fact -> the facts
 
 
 def model_calls_sql(where: SpanFilter) -> tuple[str, Params]:
@@ -24,14 +33,14 @@ def model_calls_sql(where: SpanFilter) -> tuple[str, Params]:
             avg(TtftMs) AS ttft_ms,
             quantileExactInclusive(0.5)(InputTokens) AS input_tokens_p50,
             quantileExactInclusive(0.5)(TtftMs) AS ttft_p50_ms,
-            countIf({_LONG_PLAIN}) AS long_plain_calls,
-            avgIf(DecodeMs, {_LONG_PLAIN}) AS long_plain_decode_ms,
-            avgIf(OutputTokens, {_LONG_PLAIN}) AS long_plain_tokens,
+            countIf({LONG_PLAIN}) AS long_plain_calls,
+            avgIf(DecodeMs, {LONG_PLAIN}) AS long_plain_decode_ms,
+            avgIf(OutputTokens, {LONG_PLAIN}) AS long_plain_tokens,
             countIf(DecodeMs IS NOT NULL) AS streamed_calls,
             countIf(StallCount > 0) AS stalled_calls,
             avgIf(ItlMaxMs - ItlP50Ms, StallCount > 0) AS stall_excess_ms
         FROM otel_traces FINAL
-        WHERE {where.window_clause()} AND {_CLIENT_MODEL} AND Route != ''
+        WHERE {where.window_clause()} AND {CLIENT_MODEL} AND Route != ''
         GROUP BY Route
         {FINAL_SETTINGS}
     """
@@ -45,9 +54,9 @@ def prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
         FROM (
             SELECT Route AS route, greatest(countIf(CacheReadTokens = 0) - 1, 0) AS misses
             FROM otel_traces FINAL
-            WHERE {where.window_clause()} AND {_CLIENT_MODEL} AND Route != ''
-              AND SpanAttributes['agentlat.prompt.prefix_hash'] != ''
-            GROUP BY Route, Model, SpanAttributes['agentlat.prompt.prefix_hash']
+            WHERE {where.window_clause()} AND {CLIENT_MODEL} AND Route != ''
+              AND {PREFIX_HASH} != ''
+            GROUP BY Route, Model, {PREFIX_HASH}
             HAVING count() >= 2
         )
         GROUP BY route
@@ -91,3 +100,113 @@ def traces_sql(where: SpanFilter) -> tuple[str, Params]:
         SETTINGS optimize_move_to_prewhere_if_final = 1
     """
     return sql, where.params()
+
+
+# --- from rollups -----------------------------------------------------------------------
+ROLLUP_FACTS = (
+    *("model", "ttft", "decode", "tokens_cache_read", "tokens_cache_input", "e2e"),
+    *ADVICE_SPAN_METRICS,
+    *ADVICE_TRACE_METRICS,
+)
+
+
+def rollup_facts_sql(where: SpanFilter) -> tuple[str, Params]:
+    """Per route and metric of ``ROLLUP_FACTS``: count, sum and digest quantiles; ``evidence_from_rollups``
+    turns the rows into the ``calls`` and ``trace`` facts."""
+    return rollup_percentiles_sql(ROLLUP_FACTS, ["route"], _window_only(where), limit=None)
+
+
+def rollup_prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
+    """``prefix_misses_sql`` from the per-minute prefix counts of the window's minutes."""
+    sql = f"""
+        SELECT route, sum(misses) AS prefix_misses, count() AS prefixes
+        FROM (
+            SELECT Route AS route, greatest(sum(Misses) - 1, 0) AS misses
+            FROM agentlat_prefix_1m FINAL
+            WHERE ProjectId = {{project:String}} AND Route != ''
+              AND Minute >= toDateTime({{minute_first:UInt32}}) AND Minute < toDateTime({{minute_last:UInt32}})
+            GROUP BY Route, Model, PrefixHash
+            HAVING sum(Calls) >= 2
+        )
+        GROUP BY route
+        {FINAL_SETTINGS}
+    """
+    return sql, {**where.params(), **rollup_spans(where, hourly=False)}
+
+
+def evidence_from_rollups(rows: Sequence[dict[str, Any]]) -> Evidence:
+    """The ``calls`` and ``trace`` facts per route, from ``rollup_facts_sql`` rows."""
+    by_route: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        if row["route"]:
+            by_route.setdefault(row["route"], {})[row["metric"]] = row
+    evidence: Evidence = {}
+    for route, found in by_route.items():
+        facts = _RollupFacts(found)
+        evidence[route] = {}
+        if "model" in found:
+            evidence[route]["calls"] = facts.calls(route)
+        if "e2e" in found:
+            evidence[route]["trace"] = facts.trace(route)
+    return evidence
+
+
+class _RollupFacts:
+    """One route's rollup rows by metric, read as the exact queries' columns."""
+
+    def __init__(self, found: dict[str, dict[str, Any]]) -> None:
+        self.found = found
+
+    def count(self, metric: str) -> int:
+        return int(self.found[metric]["count"]) if metric in self.found else 0
+
+    def total(self, metric: str) -> float:
+        return self.found[metric]["sum"] if metric in self.found else 0.0
+
+    def mean(self, metric: str) -> float | None:
+        return self.found[metric]["mean"] if metric in self.found else None
+
+    def median(self, metric: str) -> float | None:
+        return self.found[metric]["q"][0] if metric in self.found else None
+
+    def calls(self, route: str) -> dict[str, Any]:
+        """The columns of ``model_calls_sql``."""
+        return {
+            "route": route,
+            "calls": self.count("model"),
+            "cache_read_tokens": self.total("tokens_cache_read"),
+            "cache_input_tokens": self.total("tokens_cache_input"),
+            "cache_reported_calls": self.count("advice_cache_reported"),
+            "uncached_calls": self.count("advice_uncached"),
+            "ttft_cached_ms": self.mean("advice_ttft_cached"),
+            "ttft_uncached_ms": self.mean("advice_ttft_uncached"),
+            "ttft_ms": self.mean("ttft"),
+            "input_tokens_p50": self.median("advice_input_tokens"),
+            "ttft_p50_ms": self.median("ttft"),
+            "long_plain_calls": self.count("advice_long_plain_tokens"),
+            "long_plain_decode_ms": self.mean("advice_long_plain_decode"),
+            "long_plain_tokens": self.mean("advice_long_plain_tokens"),
+            "streamed_calls": self.count("decode"),
+            "stalled_calls": self.count("advice_stalled"),
+            "stall_excess_ms": self.mean("advice_stall_excess"),
+        }
+
+    def trace(self, route: str) -> dict[str, Any]:
+        """The columns of ``traces_sql``."""
+        return {
+            "route": route,
+            "traces": self.count("e2e"),
+            "e2e_ms": self.mean("e2e"),
+            "model_calls": self.mean("advice_model_calls"),
+            "parallel_saving_ms": self.mean("advice_parallel_saving"),
+            "parallel_traces": self.count("advice_parallel_traces"),
+            "prefetch_hits": int(self.total("advice_prefetch_hits")),
+            "prefetch_misses": int(self.total("advice_prefetch_misses")),
+            "prefetch_saved_ms": self.total("advice_prefetch_saved"),
+            "prefetch_wasted_ms": self.total("advice_prefetch_wasted"),
+        }
+
+
+def _window_only(where: SpanFilter) -> SpanFilter:
+    """Advice covers a project's whole window, as the exact queries do: no equality filters."""
+    return SpanFilter(where.project, where.start_ns, where.end_ns)

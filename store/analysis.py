@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from agentlat.store.backends import Params
 from agentlat.store.queries import FINAL_SETTINGS
-from agentlat.store.rollup_sql import hours_from_minutes, minutes_from_raw
+from agentlat.store.rollup_sql import hours_from_minutes, minutes_from_raw, prefixes_from_raw
 
 # Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id.
 ANALYSIS_INPUT_COLUMNS = """
@@ -111,9 +111,9 @@ TRACE_ROW_SCHEMA = pa.schema(
 )
 
 
-def rollup_sql(minutes: Sequence[int], version: int) -> tuple[str, Params]:
-    """Recompute whole minutes (unix seconds of their start) for every project."""
-    first, last = min(minutes), max(minutes) + 60
+def rollup_sql(minutes: Sequence[int], version: int) -> list[tuple[str, Params]]:
+    """Recompute whole minutes (unix seconds of their start) for every project: the metric rollups,
+    then the prompt-prefix counts."""
 
     def where(column: str) -> str:
         return (
@@ -121,8 +121,11 @@ def rollup_sql(minutes: Sequence[int], version: int) -> tuple[str, Params]:
             f" AND toUnixTimestamp(toStartOfMinute({column})) IN {{minutes:Array(UInt32)}}"
         )
 
-    sql = minutes_from_raw(where("Timestamp"), where("Start"), "{version:UInt64}")
-    return sql, {"minutes": sorted(minutes), "first": first, "last": last, "version": version}
+    params = {"minutes": sorted(minutes), "first": min(minutes), "last": max(minutes) + 60, "version": version}
+    return [
+        (minutes_from_raw(where("Timestamp"), where("Start"), "{version:UInt64}"), params),
+        (prefixes_from_raw(where("Timestamp"), "{version:UInt64}"), params),
+    ]
 
 
 def hourly_rollup_sql(minutes: Sequence[int]) -> tuple[str, Params]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from agentlat.store.rollup_sql import ROLLUP_LEVELS, hours_from_minutes, minutes_from_raw
+from agentlat.store.rollup_sql import ROLLUP_LEVELS, hours_from_minutes, minutes_from_raw, prefixes_from_raw
 
 _MAP = "Map(LowCardinality(String), String)"
 
@@ -207,8 +207,34 @@ ROLLUP_HOURLY_DDL = _rollup_table("agentlat_rollup_1h", "Hour", "toYYYYMM")
 ROLLUP_HOURLY_BACKFILL = hours_from_minutes("1")
 
 # Every minute rolled up again (now with the counters of rollup_sql.COUNTER_METRICS), then its hour.
-ROLLUP_COUNTERS_BACKFILL = (
-    minutes_from_raw("1", "1", "toUInt64(toUnixTimestamp64Nano(now64(9)))"),
+_NOW_VERSION = "toUInt64(toUnixTimestamp64Nano(now64(9)))"
+ROLLUP_COUNTERS_BACKFILL = (minutes_from_raw("1", "1", _NOW_VERSION), hours_from_minutes("1"))
+
+# Per minute, route, model and prompt-prefix hash: client model calls and their cache misses, so the
+# advisor's identical-prefix misses over a long window read these instead of every call's attributes.
+PREFIX_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_prefix_1m (
+    ProjectId LowCardinality(String),
+    Minute DateTime('UTC'),
+    ServiceName LowCardinality(String),
+    Route LowCardinality(String),
+    Model LowCardinality(String),
+    PrefixHash String,
+    Calls UInt64,
+    Misses UInt64,
+    Version UInt64
+)
+ENGINE = ReplacingMergeTree(Version)
+PARTITION BY toDate(Minute)
+ORDER BY (ProjectId, Minute, ServiceName, Route, Model, PrefixHash)
+TTL toDate(Minute) + INTERVAL {ttl_days} DAY
+"""
+# The prefix counts of every minute, and every minute and hour rolled up again with the advisor's
+# metrics (rollup_sql.ADVICE_SPAN_METRICS and ADVICE_TRACE_METRICS).
+ADVICE_ROLLUPS = (
+    PREFIX_DDL,
+    prefixes_from_raw("1", _NOW_VERSION),
+    minutes_from_raw("1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
 )
 
@@ -325,6 +351,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "hourly rollups", (ROLLUP_HOURLY_DDL, ROLLUP_HOURLY_BACKFILL)),
     Migration(6, "spans storage: codecs, no attribute bloom filters", (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL)),
     Migration(7, "rollup counters for per-dimension summaries", ROLLUP_COUNTERS_BACKFILL),
+    Migration(8, "advice rollups: the advisor's counters and per-minute prompt-prefix counts", ADVICE_ROLLUPS),
 )
 
 LEDGER_DDL = """
@@ -362,6 +389,7 @@ SHARDING_KEYS: dict[str, str] = {
     # function of the sorting key: all of it, which spreads one minute over every shard.
     "agentlat_rollup_1m": "cityHash64(ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_rollup_1h": "cityHash64(ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)",
+    "agentlat_prefix_1m": "cityHash64(ProjectId, Minute, ServiceName, Route, Model, PrefixHash)",
     "agentlat_api_keys": "cityHash64(KeyId)",
     "agentlat_migrations": "Version",
     "agentlat_alert_state": "cityHash64(ProjectId, Kind, Key)",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentlat.store.backends import Params
-from agentlat.store.rollup_sql import ROLLUP_LEVELS
+from agentlat.store.rollup_sql import CLIENT_MODEL, ROLLUP_LEVELS
 
 # Query-API dimension name -> column.
 DIMENSIONS: dict[str, str] = {
@@ -33,14 +33,12 @@ class Metric:
     description: str
 
 
-_CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
-
 METRICS: dict[str, Metric] = {
     "e2e": Metric("Duration / 1e6", "ParentSpanId = ''", "root span duration (end-to-end)"),
-    "ttft": Metric("TtftMs", _CLIENT_MODEL, "time to first token/chunk of a model call"),
-    "itl": Metric("ItlMeanMs", _CLIENT_MODEL, "mean inter-token latency of a model call"),
-    "decode": Metric("DecodeMs", _CLIENT_MODEL, "first to last chunk of a model call"),
-    "model": Metric("Duration / 1e6", _CLIENT_MODEL, "duration of a model call"),
+    "ttft": Metric("TtftMs", CLIENT_MODEL, "time to first token/chunk of a model call"),
+    "itl": Metric("ItlMeanMs", CLIENT_MODEL, "mean inter-token latency of a model call"),
+    "decode": Metric("DecodeMs", CLIENT_MODEL, "first to last chunk of a model call"),
+    "model": Metric("Duration / 1e6", CLIENT_MODEL, "duration of a model call"),
     "tool": Metric("Duration / 1e6", "Role = 'tool'", "duration of a tool call"),
     "agent": Metric("Duration / 1e6", "Role = 'agent'", "duration of an agent run"),
     "queue": Metric("QueueMs", "Role = 'model'", "server-side queueing of a model call"),
@@ -309,7 +307,7 @@ DIMENSION_ROWS = 1000  # values of a dimension a summary lists, the most counted
 DIMENSION_UNITS: dict[str, str] = {
     "route": "ParentSpanId = ''",  # requests: root spans
     "agent": "Role = 'agent'",  # agent runs
-    "model": _CLIENT_MODEL,  # client model calls
+    "model": CLIENT_MODEL,  # client model calls
     "tool": "Role = 'tool'",  # tool calls
 }
 DIMENSION_METRICS: dict[str, tuple[str, ...]] = {
@@ -328,7 +326,7 @@ def _token_ratio(numerator: str, denominator: str, condition: str) -> str:
 
 def _client_else_server(numerator: str, denominator: str) -> str:
     """A token ratio from client model calls, else from server spans (vLLM/SGLang) when clients lack it."""
-    client = _token_ratio(numerator, denominator, _CLIENT_MODEL)
+    client = _token_ratio(numerator, denominator, CLIENT_MODEL)
     server = _token_ratio(numerator, denominator, "Role = 'model' AND IsServerSpan = 1")
     return f"coalesce({client}, {server})"
 

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 ROLLUP_LEVELS = "0.5, 0.95, 0.99"
 
-_CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
+CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
 _SERVER_MODEL = "Role = 'model' AND IsServerSpan = 1"
+LONG_OUTPUT_TOKENS = 400  # an output long enough for speculative decoding to pay off
+LONG_PLAIN = f"OutputTokens >= {LONG_OUTPUT_TOKENS} AND SpecProposedTokens IS NULL"
+PREFIX_HASH = "SpanAttributes['agentlat.prompt.prefix_hash']"
 
 # Latencies (ms) of spans, and of analysed traces from agentlat_traces.
 SPAN_ROLLUP_METRICS = {
-    "ttft": f"if({_CLIENT_MODEL}, TtftMs, NULL)",
-    "itl": f"if({_CLIENT_MODEL}, ItlMeanMs, NULL)",
-    "decode": f"if({_CLIENT_MODEL}, DecodeMs, NULL)",
-    "model": f"if({_CLIENT_MODEL}, Duration / 1e6, NULL)",
+    "ttft": f"if({CLIENT_MODEL}, TtftMs, NULL)",
+    "itl": f"if({CLIENT_MODEL}, ItlMeanMs, NULL)",
+    "decode": f"if({CLIENT_MODEL}, DecodeMs, NULL)",
+    "model": f"if({CLIENT_MODEL}, Duration / 1e6, NULL)",
     "tool": "if(Role = 'tool', Duration / 1e6, NULL)",
     "agent": "if(Role = 'agent', Duration / 1e6, NULL)",
 }
@@ -42,11 +45,11 @@ COUNTER_METRICS = {
     "n_root": "if(ParentSpanId = '', 0, NULL)",
     "n_error_root": "if(ParentSpanId = '' AND StatusCode = 'Error', 0, NULL)",
     "n_error_agent": "if(Role = 'agent' AND StatusCode = 'Error', 0, NULL)",
-    "n_error_model": f"if({_CLIENT_MODEL} AND StatusCode = 'Error', 0, NULL)",
+    "n_error_model": f"if({CLIENT_MODEL} AND StatusCode = 'Error', 0, NULL)",
     "n_error_tool": "if(Role = 'tool' AND StatusCode = 'Error', 0, NULL)",
     **{
         f"tokens_{name}{suffix}": _tokens(value, base, calls)
-        for suffix, calls in (("", _CLIENT_MODEL), ("_server", _SERVER_MODEL))
+        for suffix, calls in (("", CLIENT_MODEL), ("_server", _SERVER_MODEL))
         for name, value, base in (
             ("cache_read", "CacheReadTokens", "InputTokens"),
             ("cache_input", "InputTokens", "CacheReadTokens IS NOT NULL AND InputTokens"),
@@ -56,6 +59,32 @@ COUNTER_METRICS = {
     },
 }
 
+# What the advisor reads (store/advice.py), so a long window's advice costs minutes, not spans: counts
+# and sums over client model calls and over analysed traces. Only the input tokens keep a digest
+# (for their median); the others' digests stay empty, like the counters'.
+_STALLED = f"{CLIENT_MODEL} AND StallCount > 0"
+ADVICE_SPAN_METRICS = {
+    "advice_input_tokens": f"if({CLIENT_MODEL}, InputTokens, NULL)",
+    "advice_cache_reported": f"if({CLIENT_MODEL} AND CacheReadTokens IS NOT NULL, 0, NULL)",
+    "advice_uncached": f"if({CLIENT_MODEL} AND CacheReadTokens = 0, 0, NULL)",
+    "advice_ttft_cached": f"if({CLIENT_MODEL} AND CacheReadTokens > 0, TtftMs, NULL)",
+    "advice_ttft_uncached": f"if({CLIENT_MODEL} AND CacheReadTokens = 0, TtftMs, NULL)",
+    "advice_long_plain_tokens": f"if({CLIENT_MODEL} AND {LONG_PLAIN}, OutputTokens, NULL)",
+    "advice_long_plain_decode": f"if({CLIENT_MODEL} AND {LONG_PLAIN}, DecodeMs, NULL)",
+    "advice_stalled": f"if({_STALLED}, 0, NULL)",
+    "advice_stall_excess": f"if({_STALLED}, ItlMaxMs - ItlP50Ms, NULL)",
+}
+ADVICE_TRACE_METRICS = {
+    "advice_model_calls": "ModelCalls",
+    "advice_parallel_saving": "ParallelSavingMs",
+    "advice_parallel_traces": "if(ParallelSavingMs > 0, 0, NULL)",
+    "advice_prefetch_hits": "PrefetchHits",
+    "advice_prefetch_misses": "PrefetchMisses",
+    "advice_prefetch_saved": "PrefetchSavedMs",
+    "advice_prefetch_wasted": "PrefetchWastedMs",
+}
+_UNDIGESTED = (*COUNTER_METRICS, *(m for m in ADVICE_SPAN_METRICS if m != "advice_input_tokens"), *ADVICE_TRACE_METRICS)
+
 
 def _pairs(metrics: dict[str, str]) -> str:
     return ", ".join(f"('{name}', toNullable(toFloat64({expr})))" for name, expr in metrics.items())
@@ -63,12 +92,13 @@ def _pairs(metrics: dict[str, str]) -> str:
 
 def minutes_from_raw(spans_where: str, traces_where: str, version: str) -> str:
     """INSERT of the minute rollups of the spans and analysed traces matching the two conditions."""
-    span_metrics = _pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS})
-    counters = ", ".join(f"'{name}'" for name in COUNTER_METRICS)
+    span_metrics = _pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS, **ADVICE_SPAN_METRICS})
+    trace_metrics = _pairs({**TRACE_ROLLUP_METRICS, **ADVICE_TRACE_METRICS})
+    undigested = ", ".join(f"'{name}'" for name in _UNDIGESTED)
     return f"""
 INSERT INTO agentlat_rollup_1m
 SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool, count(), sum(value),
-       quantilesTDigestState({ROLLUP_LEVELS})(if(metric IN ({counters}), 0, value)), {version}
+       quantilesTDigestState({ROLLUP_LEVELS})(if(metric IN ({undigested}), 0, value)), {version}
 FROM (
     SELECT ProjectId, m.1 AS metric, toStartOfMinute(Timestamp) AS minute,
            ServiceName, Route, Agent, Model, Tool, assumeNotNull(m.2) AS value
@@ -79,7 +109,7 @@ FROM (
     SELECT ProjectId, m.1 AS metric, toStartOfMinute(Start) AS minute,
            ServiceName, Route, Agent, '' AS Model, '' AS Tool, assumeNotNull(m.2) AS value
     FROM agentlat_traces FINAL
-    ARRAY JOIN [{_pairs(TRACE_ROLLUP_METRICS)}] AS m
+    ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{trace_metrics}]) AS m
     WHERE {traces_where}
 )
 GROUP BY ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool
@@ -95,4 +125,17 @@ SELECT ProjectId, Metric, toStartOfHour(Minute) AS Hour, ServiceName, Route, Age
 FROM agentlat_rollup_1m FINAL
 WHERE {where}
 GROUP BY ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool
+"""
+
+
+def prefixes_from_raw(spans_where: str, version: str) -> str:
+    """INSERT of the per-minute prompt-prefix counts (client model calls and their cache misses per
+    route, model and prefix hash) of the spans matching the condition."""
+    return f"""
+INSERT INTO agentlat_prefix_1m
+SELECT ProjectId, toStartOfMinute(Timestamp) AS minute, ServiceName, Route, Model, {PREFIX_HASH} AS prefix,
+       count(), countIf(CacheReadTokens = 0), {version}
+FROM otel_traces FINAL
+WHERE {spans_where} AND {CLIENT_MODEL} AND prefix != ''
+GROUP BY ProjectId, minute, ServiceName, Route, Model, prefix
 """

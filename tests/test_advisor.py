@@ -151,6 +151,21 @@ def test_advice_through_the_api(advised: ServerProcess) -> None:
     assert parallel["total_saving_s"] == pytest.approx(2.0)
 
 
+def test_advice_from_rollups_matches_the_exact_advice(advised: ServerProcess) -> None:
+    exact = wait_for(lambda: _findings(advised))
+
+    def from_rollups(window: str, **params: str) -> dict | None:
+        body = advised.get("/api/v1/advice", window=window, **params).json()
+        return body if len(body["findings"]) >= 2 else None
+
+    for body in (wait_for(lambda: from_rollups("1h", source="rollups")), from_rollups("24h")):  # auto: rollups
+        assert body is not None and body["source"] == "rollups"
+        assert [{**f, "evidence": None} for f in body["findings"]] == [{**f, "evidence": None} for f in exact]
+        for got, want in zip(body["findings"], exact, strict=True):
+            assert got["evidence"] == pytest.approx(want["evidence"])
+    assert advised.get("/api/v1/advice", window="1h").json()["source"] == "spans"
+
+
 def test_advise_command_prints_the_same_findings(advised: ServerProcess) -> None:
     expected = wait_for(lambda: _findings(advised))
     result = subprocess.run([AGENTLAT, "advise", "--api", advised.url, "--window", "1h", "--json"],

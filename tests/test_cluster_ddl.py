@@ -112,18 +112,26 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         "`agentlat`.agentlat_rollup_1h",  # migration 5
         "`agentlat`.agentlat_rollup_1m",  # migration 7: minutes, then their hours
         "`agentlat`.agentlat_rollup_1h",
+        "`agentlat`.agentlat_prefix_1m",  # migration 8: prefix counts, minutes, hours
+        "`agentlat`.agentlat_rollup_1m",
+        "`agentlat`.agentlat_rollup_1h",
     ]
+    minutes = ["`agentlat`.otel_traces", "arrayFilter", "`agentlat`.agentlat_traces", "arrayFilter"]  # ARRAY JOINs
+    hours = ["`agentlat`.agentlat_rollup_1m"]
     assert [re.findall(r"(?:FROM|JOIN) ([`\w.]+)", s) for s in backfills] == [
-        ["`agentlat`.agentlat_rollup_1m"],
-        ["`agentlat`.otel_traces", "arrayFilter", "`agentlat`.agentlat_traces"],  # ARRAY JOINs left alone
-        ["`agentlat`.agentlat_rollup_1m"],
+        hours,
+        minutes,
+        hours,
+        ["`agentlat`.otel_traces"],
+        minutes,
+        hours,
     ]
     assert not any("ON CLUSTER" in s for s in backfills)
 
 
 def test_retention_is_filled_in() -> None:
     ttls = [re.search(r"\nTTL (.*)", s)[1] for s in STATEMENTS if "\nTTL " in s]
-    assert len(ttls) == 7 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
+    assert len(ttls) == 8 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
     assert not any("{ttl_days}" in s for s in STATEMENTS)
 
 

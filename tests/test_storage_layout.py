@@ -131,4 +131,5 @@ def test_a_store_with_spans_upgrades_with_its_data_readable(tmp_path: Path) -> N
         timeout=110,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.strip() == "[6, 7] (1000, 10) (1000, 10) 100"
+    later = [m.version for m in MIGRATIONS if m.version >= 6]
+    assert run.stdout.strip() == f"{later} (1000, 10) (1000, 10) 100"
