@@ -230,7 +230,8 @@ class Store:
         from the spans and traces, or from the rollups. The queries run concurrently."""
         if from_rollups:
             builds = {
-                "facts": advice.rollup_facts_sql,
+                "totals": advice.rollup_totals_sql,
+                "medians": advice.rollup_medians_sql,
                 "prefix": advice.rollup_prefix_misses_sql,
                 "server": advice.server_phases_sql,
             }
@@ -244,7 +245,7 @@ class Store:
         with ThreadPoolExecutor(len(builds), thread_name_prefix="agentlat-advice") as pool:
             found = {key: pool.submit(self.backend.query_arrow, *build(where)) for key, build in builds.items()}
             rows = {key: future.result().to_pylist() for key, future in found.items()}
-        evidence = advice.evidence_from_rollups(rows.pop("facts")) if from_rollups else {}
+        evidence = advice.evidence_from_rollups(rows.pop("totals"), rows.pop("medians")) if from_rollups else {}
         for key, key_rows in rows.items():
             for row in key_rows:
                 evidence.setdefault(row["route"], {})[key] = row

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentlat.store import queries
 from agentlat.store.backends import Params
-from agentlat.store.queries import FINAL_SETTINGS, SpanFilter, rollup_percentiles_sql, rollup_spans
+from agentlat.store.queries import FINAL_SETTINGS, SpanFilter, rollup_spans
 from agentlat.store.rollup_sql import ADVICE_SPAN_METRICS, ADVICE_TRACE_METRICS, CLIENT_MODEL, LONG_PLAIN, PREFIX_HASH
 
 Evidence = dict[str, dict[str, dict[str, Any]]]  # route -> kind of fact -> the facts
@@ -103,17 +104,22 @@ def traces_sql(where: SpanFilter) -> tuple[str, Params]:
 
 
 # --- from rollups -----------------------------------------------------------------------
-ROLLUP_FACTS = (
+ROLLUP_TOTALS = (
     *("model", "ttft", "decode", "tokens_cache_read", "tokens_cache_input", "e2e"),
     *ADVICE_SPAN_METRICS,
     *ADVICE_TRACE_METRICS,
 )
+ROLLUP_MEDIANS = ("ttft", "advice_input_tokens")
 
 
-def rollup_facts_sql(where: SpanFilter) -> tuple[str, Params]:
-    """Per route and metric of ``ROLLUP_FACTS``: count, sum and digest quantiles; ``evidence_from_rollups``
-    turns the rows into the ``calls`` and ``trace`` facts."""
-    return rollup_percentiles_sql(ROLLUP_FACTS, ["route"], _window_only(where), limit=None)
+def rollup_totals_sql(where: SpanFilter) -> tuple[str, Params]:
+    """Per route and metric of ``ROLLUP_TOTALS``: count, sum and mean."""
+    return queries.rollup_totals_sql(ROLLUP_TOTALS, ["route"], _window_only(where))
+
+
+def rollup_medians_sql(where: SpanFilter) -> tuple[str, Params]:
+    """Per route and metric of ``ROLLUP_MEDIANS``: digest quantiles (merging digests only where needed)."""
+    return queries.rollup_percentiles_sql(ROLLUP_MEDIANS, ["route"], _window_only(where), limit=None)
 
 
 def rollup_prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
@@ -134,12 +140,15 @@ def rollup_prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
     return sql, {**where.params(), **rollup_spans(where, hourly=False)}
 
 
-def evidence_from_rollups(rows: Sequence[dict[str, Any]]) -> Evidence:
-    """The ``calls`` and ``trace`` facts per route, from ``rollup_facts_sql`` rows."""
+def evidence_from_rollups(totals: Sequence[dict[str, Any]], medians: Sequence[dict[str, Any]]) -> Evidence:
+    """The ``calls`` and ``trace`` facts per route, from ``rollup_totals_sql`` and ``rollup_medians_sql`` rows."""
     by_route: dict[str, dict[str, dict[str, Any]]] = {}
-    for row in rows:
+    for row in totals:
         if row["route"]:
             by_route.setdefault(row["route"], {})[row["metric"]] = row
+    for row in medians:
+        if row["route"]:
+            by_route[row["route"]][row["metric"]]["q"] = row["q"]
     evidence: Evidence = {}
     for route, found in by_route.items():
         facts = _RollupFacts(found)

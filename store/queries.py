@@ -259,6 +259,20 @@ def rollup_percentiles_sql(
     return sql, params if limit is None else {**params, "limit": limit}
 
 
+def rollup_totals_sql(metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    """Count, sum and mean per group and metric, without merging digests (which is most of the cost
+    of ``rollup_percentiles_sql``)."""
+    columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
+    rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS, values="Count, Sum")
+    sql = f"""
+        SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) AS sum, sum(Sum) / sum(Count) AS mean
+        FROM ({rows})
+        GROUP BY {", ".join([*group_by, "metric"])}
+        {FINAL_SETTINGS}
+    """
+    return sql, {**where.params(), **rollup_spans(where), "metrics": list(metrics)}
+
+
 def rollup_groups_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
     """The groups that served requests in the window, with their request counts: rollup counts only,
     no digest to merge."""
