@@ -77,6 +77,7 @@ def window_percentiles_sql(
             WHERE {tests}
         )
         GROUP BY {", ".join([*by, "window_end"])}
+        HAVING count > 0
     """
     params = {k: v for k, v in where.params().items() if k not in ("start_ns", "end_ns")}  # the ends say when
     params.update(metric=metric, ends=sorted(set(ends)), length=length, first=min(ends) - length, last=max(ends))

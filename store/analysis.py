@@ -123,7 +123,7 @@ def rollup_sql(minutes: Sequence[int], version: int) -> list[tuple[str, Params]]
 
     params = {"minutes": sorted(minutes), "first": min(minutes), "last": max(minutes) + 60, "version": version}
     return [
-        (minutes_from_raw(where("Timestamp"), where("Start"), "{version:UInt64}"), params),
+        (minutes_from_raw(where("Timestamp"), where("Start"), where("Minute"), "{version:UInt64}"), params),
         (prefixes_from_raw(where("Timestamp"), "{version:UInt64}"), params),
     ]
 

@@ -208,7 +208,7 @@ ROLLUP_HOURLY_BACKFILL = hours_from_minutes("1")
 
 # Every minute rolled up again (now with the counters of rollup_sql.COUNTER_METRICS), then its hour.
 _NOW_VERSION = "toUInt64(toUnixTimestamp64Nano(now64(9)))"
-ROLLUP_COUNTERS_BACKFILL = (minutes_from_raw("1", "1", _NOW_VERSION), hours_from_minutes("1"))
+ROLLUP_COUNTERS_BACKFILL = (minutes_from_raw("1", "1", "1", _NOW_VERSION), hours_from_minutes("1"))
 
 # Per minute, route, model and prompt-prefix hash: client model calls and their cache misses, so the
 # advisor's identical-prefix misses over a long window read these instead of every call's attributes.
@@ -234,7 +234,7 @@ TTL toDate(Minute) + INTERVAL {ttl_days} DAY
 ADVICE_ROLLUPS = (
     PREFIX_DDL,
     prefixes_from_raw("1", _NOW_VERSION),
-    minutes_from_raw("1", "1", _NOW_VERSION),
+    minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
 )
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentlat.store.backends import Params
-from agentlat.store.rollup_sql import CLIENT_MODEL, ROLLUP_LEVELS
+from agentlat.store.rollup_sql import CLIENT_MODEL, FINAL_SETTINGS, ROLLUP_LEVELS
 
 # Query-API dimension name -> column.
 DIMENSIONS: dict[str, str] = {
@@ -47,13 +47,6 @@ METRICS: dict[str, Metric] = {
 }
 
 QUANTILES = (0.5, 0.95, 0.99)
-
-# How spans and rollup rows are read with FINAL. A row's duplicates (a span delivered twice, a
-# recomputed rollup row) share its partition (the day of its timestamp, its minute or hour) and
-# every column a query filters on, so each partition is deduplicated on its own, and only after
-# the filters. Not for agentlat_traces, whose month partition and columns follow a start that a
-# late root can move.
-FINAL_SETTINGS = "SETTINGS do_not_merge_across_partitions_select_final = 1, optimize_move_to_prewhere_if_final = 1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +216,8 @@ def rollup_spans(where: SpanFilter, hourly: bool = True) -> Params:
 
 def _rollup_rows(where: SpanFilter, metric_test: str, columns: str, values: str = "Count, Sum, Digest") -> str:
     """Matching rollup rows of the window, whole hours from the hourly table and the rest from minutes,
-    each with its start as ``T``."""
+    each with its start as ``T``. A group that a re-analysis emptied keeps rows with a count of 0
+    (rollup_sql.minutes_from_raw), so callers keep only groups whose count adds up to more than 0."""
     tests = " AND ".join(["ProjectId = {project:String}", *where.equality_tests(), metric_test])
     return f"""
         SELECT {columns}, Metric, {values}, Minute AS T FROM agentlat_rollup_1m FINAL
@@ -251,6 +245,7 @@ def rollup_percentiles_sql(
                quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
         FROM ({rows})
         GROUP BY {", ".join([*group_by, "metric"])}
+        HAVING count > 0
         ORDER BY count DESC
         {"LIMIT {limit:UInt32}" if limit is not None else ""}
         {FINAL_SETTINGS}
@@ -268,6 +263,7 @@ def rollup_totals_sql(metrics: Sequence[str], group_by: Sequence[str], where: Sp
         SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) AS sum, sum(Sum) / sum(Count) AS mean
         FROM ({rows})
         GROUP BY {", ".join([*group_by, "metric"])}
+        HAVING count > 0
         {FINAL_SETTINGS}
     """
     return sql, {**where.params(), **rollup_spans(where), "metrics": list(metrics)}
@@ -282,6 +278,7 @@ def rollup_groups_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, 
         SELECT {columns}, sum(Count) AS count
         FROM ({rows})
         GROUP BY {", ".join(group_by)}
+        HAVING count > 0
         ORDER BY count DESC
         LIMIT 10000
         {FINAL_SETTINGS}
@@ -297,6 +294,7 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
                sum(Count) AS count, quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
         FROM ({rows})
         GROUP BY {", ".join(["t", *group_by])}
+        HAVING count > 0
         ORDER BY t
         LIMIT 100000
         {FINAL_SETTINGS}

@@ -9,6 +9,13 @@ from __future__ import annotations
 
 ROLLUP_LEVELS = "0.5, 0.95, 0.99"
 
+# How spans and rollup rows are read with FINAL. A row's duplicates (a span delivered twice, a
+# recomputed rollup row) share its partition (the day of its timestamp, its minute or hour) and
+# every column a query filters on, so each partition is deduplicated on its own, and only after
+# the filters. Not for agentlat_traces, whose month partition and columns follow a start that a
+# late root can move.
+FINAL_SETTINGS = "SETTINGS do_not_merge_across_partitions_select_final = 1, optimize_move_to_prewhere_if_final = 1"
+
 CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
 _SERVER_MODEL = "Role = 'model' AND IsServerSpan = 1"
 LONG_OUTPUT_TOKENS = 400  # an output long enough for speculative decoding to pay off
@@ -90,30 +97,55 @@ def _pairs(metrics: dict[str, str]) -> str:
     return ", ".join(f"('{name}', toNullable(toFloat64({expr})))" for name, expr in metrics.items())
 
 
-def minutes_from_raw(spans_where: str, traces_where: str, version: str) -> str:
-    """INSERT of the minute rollups of the spans and analysed traces matching the two conditions."""
+def minutes_from_raw(spans_where: str, traces_where: str, minutes_where: str, version: str) -> str:
+    """INSERT of the minute rollups of the spans and analysed traces matching the first two conditions.
+
+    Every group the minutes (``minutes_where``, a test of Minute) already hold gets a row too: one
+    with a count of 0 when it has no data any more (a re-analysis moved a trace to another minute or
+    route), which replaces its stale row. Readers leave out groups whose count is 0."""
     span_metrics = _pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS, **ADVICE_SPAN_METRICS})
     trace_metrics = _pairs({**TRACE_ROLLUP_METRICS, **ADVICE_TRACE_METRICS})
     undigested = ", ".join(f"'{name}'" for name in _UNDIGESTED)
+    traces = latest_traces(traces_where, f"ProjectId, Start, ServiceName, Route, Agent, [{trace_metrics}] AS metrics")
     return f"""
 INSERT INTO agentlat_rollup_1m
-SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool, count(), sum(value),
-       quantilesTDigestState({ROLLUP_LEVELS})(if(metric IN ({undigested}), 0, value)), {version}
+SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool, count(value), coalesce(sum(value), 0),
+       quantilesTDigestStateIf({ROLLUP_LEVELS})(if(metric IN ({undigested}), 0, assumeNotNull(value)),
+                                                 isNotNull(value)),
+       {version}
 FROM (
     SELECT ProjectId, m.1 AS metric, toStartOfMinute(Timestamp) AS minute,
-           ServiceName, Route, Agent, Model, Tool, assumeNotNull(m.2) AS value
+           ServiceName, Route, Agent, Model, Tool, m.2 AS value
     FROM otel_traces FINAL
     ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{span_metrics}]) AS m
     WHERE {spans_where}
+    {FINAL_SETTINGS}
     UNION ALL
     SELECT ProjectId, m.1 AS metric, toStartOfMinute(Start) AS minute,
-           ServiceName, Route, Agent, '' AS Model, '' AS Tool, assumeNotNull(m.2) AS value
-    FROM agentlat_traces FINAL
-    ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{trace_metrics}]) AS m
+           ServiceName, Route, Agent, '' AS Model, '' AS Tool, m.2 AS value
+    FROM {traces}
+    ARRAY JOIN arrayFilter(x -> isNotNull(x.2), metrics) AS m
     WHERE {traces_where}
+    UNION ALL
+    SELECT ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool, CAST(NULL, 'Nullable(Float64)')
+    FROM agentlat_rollup_1m
+    WHERE {minutes_where}
 )
 GROUP BY ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool
 """
+
+
+def latest_traces(condition: str, columns: str) -> str:
+    """A subquery: ``columns`` of the newest analysis of each trace having some row that matches
+    ``condition`` (a test of Start, say), found by key. The caller applies ``condition`` again, to the
+    newest rows. FINAL cannot filter first (a re-analysis can move a trace's start to another minute or
+    month partition), and filtering after FINAL merges every part of the partition."""
+    return f"""(
+        SELECT {columns} FROM agentlat_traces
+        WHERE (ProjectId, TraceId) IN (SELECT ProjectId, TraceId FROM agentlat_traces WHERE {condition})
+        ORDER BY AnalysedAt DESC
+        LIMIT 1 BY ProjectId, TraceId
+    )"""
 
 
 def hours_from_minutes(where: str) -> str:
@@ -125,6 +157,7 @@ SELECT ProjectId, Metric, toStartOfHour(Minute) AS Hour, ServiceName, Route, Age
 FROM agentlat_rollup_1m FINAL
 WHERE {where}
 GROUP BY ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool
+{FINAL_SETTINGS}
 """
 
 
@@ -138,4 +171,5 @@ SELECT ProjectId, toStartOfMinute(Timestamp) AS minute, ServiceName, Route, Mode
 FROM otel_traces FINAL
 WHERE {spans_where} AND {CLIENT_MODEL} AND prefix != ''
 GROUP BY ProjectId, minute, ServiceName, Route, Model, prefix
+{FINAL_SETTINGS}
 """

@@ -135,3 +135,23 @@ def test_the_data_exercises_every_fact(evidence: tuple[dict, dict]) -> None:
             assert 0 < calls[key] < calls["calls"], (route, key)
         assert 0 < trace["parallel_traces"] < trace["traces"] and trace["prefetch_hits"] > 0
         assert prefix["prefix_misses"] > 0 and prefix["prefixes"] == 10  # 5 prefixes x 2 models
+
+
+def test_a_reanalysed_trace_counts_in_the_minute_of_its_newest_start(embedded_store: Store) -> None:
+    """A late root moves a trace's start back a minute: the recomputed rollups count it there only."""
+    project, later = "reanalysed", (int(datetime.now(UTC).timestamp()) // 60 - 30) * 60
+    rows = []
+    for start, analysed, e2e in ((later, 1, 100.0), (later - 60, 2, 500.0)):
+        row = {f.name: None for f in TRACE_ROW_SCHEMA}
+        row.update(
+            ProjectId=project, TraceId="moved", Start=datetime.fromtimestamp(start, UTC), Route="/r",
+            E2eMs=e2e, ModelCalls=2, ParallelSavingMs=0.0, PrefetchHits=0, PrefetchMisses=0,
+            PrefetchSavedMs=0.0, PrefetchWastedMs=0.0, AnalysedAt=datetime.fromtimestamp(analysed, UTC),
+        )  # fmt: skip
+        rows.append(row)
+        embedded_store.write_traces(pa.Table.from_pylist([row], schema=TRACE_ROW_SCHEMA))
+        embedded_store.rollup([later - 60, later], version=analysed)
+    where = SpanFilter(project, (later - 60) * 10**9, (later + 60) * 10**9)
+    e2e = embedded_store.timeseries("e2e", [], where, 60)
+    assert [(row["t"], row["count"]) for row in e2e] == [(later - 60, 1)]
+    assert embedded_store.advice_evidence(where, from_rollups=True)["/r"]["trace"]["e2e_ms"] == 500.0
