@@ -146,9 +146,9 @@ def evidence_from_rollups(totals: Sequence[dict[str, Any]], medians: Sequence[di
     for row in totals:
         if row["route"]:
             by_route.setdefault(row["route"], {})[row["metric"]] = row
-    for row in medians:
-        if row["route"]:
-            by_route[row["route"]][row["metric"]]["q"] = row["q"]
+    for row in medians:  # read concurrently: a minute rolled up in between may add a row the totals lack
+        if (total := by_route.get(row["route"], {}).get(row["metric"])) is not None:
+            total["q"] = row["q"]
     evidence: Evidence = {}
     for route, found in by_route.items():
         facts = _RollupFacts(found)
@@ -176,7 +176,7 @@ class _RollupFacts:
         return self.found[metric]["mean"] if metric in self.found else None
 
     def median(self, metric: str) -> float | None:
-        return self.found[metric]["q"][0] if metric in self.found else None
+        return self.found[metric]["q"][0] if "q" in self.found.get(metric, {}) else None
 
     def calls(self, route: str) -> dict[str, Any]:
         """The columns of ``model_calls_sql``."""
