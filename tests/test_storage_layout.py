@@ -98,6 +98,7 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
         "ALTER TABLE `agentlat`.otel_traces_local MODIFY",
         "ALTER TABLE `agentlat`.otel_traces MODIFY",
         "ALTER TABLE `agentlat`.otel_traces_local DROP",
+        "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_local MODIFY",  # migration 9
     ]
 
 
@@ -239,13 +240,18 @@ after = state()
 newest = generate(np.random.default_rng(11), 1, now - 30, now - 20)[0]
 store.insert_spans(newest)  # the materialized view still feeds the trace-time index that trace_spans reads
 tables = [r["name"] for r in query("SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")]
-granularity = query(TABLE.format(what="engine_full"))[0]["engine_full"].split("index_granularity = ")[1]
+settings = {
+    table: query(TABLE.replace("'otel_traces'", f"'{table}'").format(what="engine_full"))[0]["engine_full"].split(
+        " SETTINGS "
+    )[1]
+    for table in ("otel_traces", "otel_traces_trace_id_ts")
+}
 print(json.dumps({
     "applied": applied,
     "same": {key: before[key] == after[key] for key in before if key not in ("engine", "stored rows")},
     "stored rows": [before["stored rows"], after["stored rows"]],
     "engine": [before["engine"], after["engine"]],
-    "granularity": granularity,
+    "settings": settings,
     "spans": [len(before["rows"]), len(after["rows"])],
     "newest trace spans": len(store.trace_spans("default", newest.column("TraceId")[0].as_py())),
     "tables": [t for t in tables if t.startswith("otel_traces")],
@@ -301,7 +307,10 @@ def test_the_rebuild_keeps_every_row_column_codec_index_and_the_ttl(tmp_path: Pa
     # as a merge would), and nothing is copied twice.
     assert result["stored rows"] == [6000 + late, 5000 + late]
     assert result["engine"] == [OLD_ENGINE, NEW_ENGINE]
-    assert result["granularity"] == "1024"
+    assert result["settings"] == {
+        "otel_traces": "ttl_only_drop_parts = 1, index_granularity = 1024, prewarm_mark_cache = 1",
+        "otel_traces_trace_id_ts": "index_granularity = 8192, prewarm_mark_cache = 1",
+    }
     assert result["spans"] == [5000 + late, 5000 + late]
     assert result["newest trace spans"] == 10
     assert result["tables"] == ["otel_traces", "otel_traces_trace_id_ts", "otel_traces_trace_id_ts_mv"]
@@ -315,7 +324,7 @@ def test_the_rebuilt_table_differs_only_in_its_sorting_key_and_granularity() -> 
     changed = {line.split()[0] for line in lines}
     assert changed == {*(c for cs in _LAYOUT_CODECS.values() for c in cs), "INDEX"}  # codecs of migration 6
     assert "\nORDER BY (ProjectId, ServiceName, Role, toDateTime(Timestamp), TraceId, SpanName, SpanId)\n" in rebuilt
-    assert rebuilt.endswith("SETTINGS ttl_only_drop_parts = 1, index_granularity = 1024\n")
+    assert rebuilt.endswith("SETTINGS ttl_only_drop_parts = 1, index_granularity = 1024, prewarm_mark_cache = 1\n")
 
 
 def test_cluster_mode_rebuilds_the_local_tables_through_the_distributed_ones() -> None:
@@ -332,6 +341,7 @@ def test_cluster_mode_rebuilds_the_local_tables_through_the_distributed_ones() -
         "INSERT INTO `agentlat`.otel_traces SETTINGS distributed_foreground_insert = 1",
         "DROP TABLE IF EXISTS `agentlat`.otel_traces_v9 ON CLUSTER 'prod' SYNC",
         "DROP TABLE IF EXISTS `agentlat`.otel_traces_v9_local ON CLUSTER 'prod' SYNC",
+        "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_local ON CLUSTER 'prod' MODIFY SETTING prewarm_mark_cache = 1",
         "INSERT INTO `agentlat`.agentlat_migrations",  # its ledger row
     ]
     assert "ENGINE = Distributed('prod', 'agentlat', 'otel_traces_v9_local', cityHash64(TraceId))" in statements[5]
