@@ -6,10 +6,11 @@ are inserted with ``Store.insert_spans`` in batches into a fresh embedded store;
 are read from ``system.parts``, ``system.parts_columns`` and ``system.data_skipping_indices``
 before and after ``OPTIMIZE TABLE ... FINAL``, and two typical queries are timed on the store::
 
-    python bench/storage.py [--spans 1000000] [--batch 100000] [--baseline] [--otlp 20000]
+    python bench/storage.py [--spans 1000000] [--batch 100000] [--skip 9]... [--baseline] [--otlp 20000]
                             [--sql "ALTER TABLE otel_traces ..."]...
 
-``--baseline`` skips migration 6 (the storage layout), to measure the schema before it;
+``--skip N`` leaves migration N out (``--skip 9``: the spans table before its rebuild, sorted by span
+name in granules of 8,192 rows); ``--baseline`` leaves out 6 and 9, the storage layout before both;
 ``--sql`` runs extra statements after the migrations (experiments); ``--otlp N`` also stores N
 spans built the way the collector builds them (OTLP protobuf -> ``collector.otlp.to_batch``)
 into a second store and reports their size.
@@ -37,20 +38,21 @@ from agentlat.store.backends import ChdbBackend
 from agentlat.store.migrations import LEDGER_DDL
 from bench.query import PROJECT, SPANS_PER_TRACE, generate
 
-LAYOUT_MIGRATION = 6
+LAYOUT_MIGRATIONS = (6, 9)  # codecs, then the rebuild (sorting key, granularity)
 SPANS_TABLE = "otel_traces"
 BYTES_TARGET = 80.0
 DAY_S = 86_400
 
 
-def open_fresh(data: Path, baseline: bool, extra: list[str]) -> Store:
-    """A new embedded store at ``data``, migrated (without the layout migration when ``baseline``)."""
-    if not baseline:
+def open_fresh(data: Path, skip: list[int], extra: list[str]) -> Store:
+    """A new embedded store at ``data``, migrated but for the migrations in ``skip``."""
+    if not skip:
         store = open_store(data)
     else:
         backend = ChdbBackend(data)
         backend.execute(LEDGER_DDL)
-        backend.execute(f"INSERT INTO agentlat_migrations (Version, Name) VALUES ({LAYOUT_MIGRATION}, 'skipped')")
+        for version in skip:
+            backend.execute(f"INSERT INTO agentlat_migrations (Version, Name) VALUES ({int(version)}, 'skipped')")
         store = Store(backend)
         store.migrate()
     for statement in extra:
@@ -172,7 +174,7 @@ def time_queries(store: Store, sample: list[str], reps: int) -> dict[str, float]
 
 # --- runs -------------------------------------------------------------------------------------
 def run_generated(args: argparse.Namespace, data: Path) -> None:
-    store = open_fresh(data, args.baseline, args.sql)
+    store = open_fresh(data, args.skip, args.sql)
     try:
         print(f"inserting {args.spans:,} generated spans in batches of {args.batch:,} into {data}", flush=True)
         spent, sample = insert_generated(store, args.spans, args.batch, args.days, args.seed)
@@ -195,7 +197,7 @@ def run_generated(args: argparse.Namespace, data: Path) -> None:
 
 
 def run_collector(args: argparse.Namespace, data: Path) -> None:
-    store = open_fresh(data, args.baseline, args.sql)
+    store = open_fresh(data, args.skip, args.sql)
     try:
         tables = collector_batches(args.otlp, args.seed)
         spans = sum(t.num_rows for t in tables)
@@ -214,13 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spans", type=int, default=1_000_000, help="generated spans (10 per trace)")
     parser.add_argument("--batch", type=int, default=100_000, help="spans per insert")
     parser.add_argument("--days", type=int, default=7, help="spread start times over this many days")
-    parser.add_argument("--baseline", action="store_true", help="skip migration 6 (the layout before it)")
+    parser.add_argument("--skip", type=int, action="append", default=[], help="leave migration N out")
+    parser.add_argument("--baseline", action="store_true", help="leave out migrations 6 and 9 (the layout before)")
     parser.add_argument("--sql", action="append", default=[], help="extra statement to run after migrating")
     parser.add_argument("--otlp", type=int, default=0, help="also store this many collector-path spans")
     parser.add_argument("--reps", type=int, default=7, help="timed repetitions per query")
     parser.add_argument("--columns", type=int, default=15, help="biggest columns to list")
     parser.add_argument("--seed", type=int, default=20_260_101)
     args = parser.parse_args(argv)
+    if args.baseline:
+        args.skip = sorted({*args.skip, *LAYOUT_MIGRATIONS})
     root = Path(tempfile.mkdtemp(prefix="agentlat-storage-", dir="/tmp"))
     try:
         if args.spans:

@@ -336,6 +336,77 @@ SPANS_DROP_INDEXES_DDL = "ALTER TABLE otel_traces " + ", ".join(
 )
 
 
+# Spans-table rebuild (issue 9; bench/query.py, bench/storage.py measure it). A trace's spans used to
+# sit in ~8 granules of 8,192 rows each, one per span name, so a trace by id decompressed ~60k rows of
+# every column. Sorted by role and time before the trace id, a trace's spans are neighbours (1 to 3
+# granules of 1,024 rows), and ids repeated within a trace compress against each other: 89 instead of
+# 95 bytes per span at 10M, trace by id ~40 instead of ~60 ms. The sorting key keeps every column of
+# the old one, so duplicates (which share every column) still replace each other; queries filtering
+# on Role prune by it. Neither the sorting key nor index_granularity can be altered in place, so the
+# table is rebuilt: every column, codec, default, skip index and the TTL as migrations 1, 2 and 6
+# left them, only ORDER BY and index_granularity differ.
+SPANS_REBUILD_TABLE = "otel_traces_v9"
+SPANS_V9_ORDER_BY = "(ProjectId, ServiceName, Role, toDateTime(Timestamp), TraceId, SpanName, SpanId)"
+SPANS_V9_GRANULARITY = 1024
+# A ledger row (not a migration: no Version in MIGRATIONS) written as the copy starts; its AppliedAt
+# bounds which rows the catch-up below has to look at.
+SPANS_REBUILD_MARK = 9009
+
+
+def _spans_v9_ddl() -> str:
+    """The spans table as migrations 1, 2 and 6 left it, under the rebuild's name, sorting key and granularity."""
+    ddl = SPANS_DDL.replace(
+        "CREATE TABLE IF NOT EXISTS otel_traces (", f"CREATE TABLE IF NOT EXISTS {SPANS_REBUILD_TABLE} ("
+    )
+    ingested = INGESTED_AT_DDL.split("IF NOT EXISTS ", 1)[1]  # migration 2, without a codec until 6
+    ddl = ddl.replace("    INDEX idx_trace_id", f"    {ingested} CODEC(LZ4),\n    INDEX idx_trace_id", 1)
+    for codec, columns in _LAYOUT_CODECS.items():
+        for column in columns:
+            ddl, found = re.subn(rf"(?m)^(    {column} .*) CODEC\(.*?\),$", rf"\1 CODEC({codec}),", ddl)
+            assert found == 1, column
+    for name in DROPPED_SPAN_INDEXES:
+        ddl, found = re.subn(rf"(?m)^    INDEX {name} .*\n", "", ddl)
+        assert found == 1, name
+    old_order = "ORDER BY (ProjectId, ServiceName, SpanName, toDateTime(Timestamp), TraceId, SpanId)"
+    ddl = ddl.replace(old_order, f"ORDER BY {SPANS_V9_ORDER_BY}")
+    return ddl.replace(
+        "SETTINGS ttl_only_drop_parts = 1",
+        f"SETTINGS ttl_only_drop_parts = 1, index_granularity = {SPANS_V9_GRANULARITY}, prewarm_mark_cache = 1",
+    )
+
+
+# The rebuild, resumable: run again from the top after an interruption anywhere, it ends with one
+# spans table in the new layout holding every row. The copy is dropped first (an interrupted run
+# leaves a partial copy, or after the exchange the old table, already copied), created anew, filled,
+# then swapped in by name: the materialized view and every query follow the name. Migrations run before
+# a process serves, and an embedded store has no other writer. On a ClickHouse server, collectors of
+# the previous version may still be writing (docs/operations.md: schema first): rows they add to the
+# old table during the copy are copied after the swap (those ingested since the copy started and
+# not in the new table; the window is small, so the anti-join is cheap). Only an insert already
+# running when the tables are exchanged and committed after the catch-up started could be missed:
+# stop the collectors for this migration to rule it out.
+# A trace by id reads a few granules of a part it has not touched yet, and loading that part's marks
+# (every column's) took longer than the read: both tables it reads keep their marks in the mark cache
+# from the moment a part is written, merged or loaded (a few MB a million spans, of the 5 GB cache).
+TRACE_TIMES_PREWARM_DDL = "ALTER TABLE otel_traces_trace_id_ts MODIFY SETTING prewarm_mark_cache = 1"
+_COPY_STARTED = (
+    f"(SELECT max(AppliedAt) - INTERVAL 5 MINUTE FROM agentlat_migrations WHERE Version = {SPANS_REBUILD_MARK})"
+)
+SPANS_REBUILD = (
+    f"DROP TABLE IF EXISTS {SPANS_REBUILD_TABLE}",
+    _spans_v9_ddl(),
+    f"INSERT INTO agentlat_migrations SELECT {SPANS_REBUILD_MARK}, 'migration 9: spans copy started', now64(3)",
+    f"INSERT INTO {SPANS_REBUILD_TABLE} SELECT * FROM otel_traces",
+    f"EXCHANGE TABLES otel_traces AND {SPANS_REBUILD_TABLE}",
+    f"""INSERT INTO otel_traces SELECT * FROM {SPANS_REBUILD_TABLE}
+WHERE IngestedAt >= {_COPY_STARTED}
+  AND (ProjectId, TraceId, SpanId) NOT IN (
+    SELECT ProjectId, TraceId, SpanId FROM otel_traces WHERE IngestedAt >= {_COPY_STARTED})""",
+    f"DROP TABLE IF EXISTS {SPANS_REBUILD_TABLE}",
+    TRACE_TIMES_PREWARM_DDL,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -352,6 +423,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "spans storage: codecs, no attribute bloom filters", (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL)),
     Migration(7, "rollup counters for per-dimension summaries", ROLLUP_COUNTERS_BACKFILL),
     Migration(8, "advice rollups: the advisor's counters and per-minute prompt-prefix counts", ADVICE_ROLLUPS),
+    Migration(9, "spans table rebuilt: sorted by role and time, granules of 1,024 rows", SPANS_REBUILD),
 )
 
 LEDGER_DDL = """
@@ -403,6 +475,9 @@ CLUSTER_SETTINGS: dict[str, str] = {
     "distributed_foreground_insert": "1",  # an insert returns once every shard holds its rows
 }
 
+# Tables a migration creates for a while (a rebuild's copy) -> the table whose sharding key they take.
+TRANSIENT_TABLES: dict[str, str] = {SPANS_REBUILD_TABLE: "otel_traces"}
+
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
 _CREATE_TABLE = re.compile(
     r"^\s*CREATE TABLE IF NOT EXISTS (?P<name>\w+) (?P<body>\(.*\))\s*"
@@ -414,6 +489,8 @@ _CREATE_VIEW = re.compile(
 )
 _ALTER = re.compile(r"^\s*ALTER TABLE (?P<name>\w+) (?P<commands>.*?)\s*$", re.S)
 _INSERT_SELECT = re.compile(r"^\s*INSERT INTO (?P<name>\w+)\s+(?P<select>SELECT\b.*?)\s*$", re.S)
+_EXCHANGE = re.compile(r"^\s*EXCHANGE TABLES (?P<first>\w+) AND (?P<second>\w+)\s*$")
+_DROP = re.compile(r"^\s*DROP TABLE IF EXISTS (?P<name>\w+)\s*$")
 _COLUMN_COMMAND = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT|CLEAR) COLUMN\b")
 _TABLE_REFERENCE = re.compile(r"\b(FROM|(?<!ARRAY )JOIN)\s+(\w+)\b")
 
@@ -459,8 +536,7 @@ class _ClusterTarget:
         return f"`{self.database}`.{name}"
 
     def local(self, name: str) -> str:
-        if name not in SHARDING_KEYS:
-            raise ValueError(f"table {name} has no entry in SHARDING_KEYS: decide how cluster mode shards it")
+        _sharding_key(name)
         return self.qualified(f"{name}_local")
 
     def rewrite(self, statement: str) -> list[str]:
@@ -484,6 +560,18 @@ class _ClusterTarget:
             return [
                 f"INSERT INTO {self.qualified(insert['name'])} SETTINGS distributed_foreground_insert = 1\n{select}"
             ]
+        # A rebuild (migration 9): the copy goes through the Distributed tables (same sharding key, so
+        # every row stays on its shard), then each node swaps its local tables and drops the old one
+        # (SYNC: its Keeper path is free at once, for a run again after an interruption).
+        if exchange := _EXCHANGE.match(statement):
+            first, second = self.local(exchange["first"]), self.local(exchange["second"])
+            return [f"EXCHANGE TABLES {first} AND {second} {self.on_cluster}"]
+        if drop := _DROP.match(statement):
+            name = drop["name"]
+            return [
+                f"DROP TABLE IF EXISTS {self.qualified(name)} {self.on_cluster} SYNC",
+                f"DROP TABLE IF EXISTS {self.local(name)} {self.on_cluster} SYNC",
+            ]
         raise ValueError(f"cluster mode does not know how to distribute this statement:\n{statement.strip()}")
 
     def _table(self, name: str, body: str, engine: str, args: str | None, rest: str) -> list[str]:
@@ -495,8 +583,15 @@ class _ClusterTarget:
             f"ENGINE = Replicated{engine}({engine_args}){rest}",
             f"CREATE TABLE IF NOT EXISTS {self.qualified(name)} {self.on_cluster} AS {local}\n"
             f"ENGINE = Distributed({_literal(self.cluster)}, {_literal(self.database)}, "
-            f"{_literal(name + '_local')}, {SHARDING_KEYS[name]})",
+            f"{_literal(name + '_local')}, {_sharding_key(name)})",
         ]
+
+
+def _sharding_key(name: str) -> str:
+    key = SHARDING_KEYS.get(TRANSIENT_TABLES.get(name, name))
+    if key is None:
+        raise ValueError(f"table {name} has no entry in SHARDING_KEYS: decide how cluster mode shards it")
+    return key
 
 
 def _check_identifier(value: str, what: str) -> str:

@@ -47,6 +47,7 @@ EXPECTED_ENGINES = {
     "agentlat_migrations": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_migrations'})",
 }
 TRACE_TABLES = ("otel_traces", "otel_traces_trace_id_ts", "agentlat_traces")
+LEDGER = "INSERT INTO `agentlat`.agentlat_migrations (Version, Name)"  # a migration's ledger row
 
 
 def statement(prefix: str) -> str:
@@ -107,7 +108,8 @@ def test_column_changes_reach_local_and_distributed_tables() -> None:
 
 
 def test_backfills_run_once_through_the_distributed_tables() -> None:
-    backfills = [s for s in STATEMENTS if s.startswith("INSERT INTO") and "agentlat_migrations" not in s]
+    into_ledger = "INSERT INTO `agentlat`.agentlat_migrations "  # ledger rows and migration 9's mark
+    backfills = [s for s in STATEMENTS if s.startswith("INSERT INTO") and not s.startswith(into_ledger)]
     assert [re.match(r"INSERT INTO (\S+) SETTINGS distributed_foreground_insert = 1\n", s)[1] for s in backfills] == [
         "`agentlat`.agentlat_rollup_1h",  # migration 5
         "`agentlat`.agentlat_rollup_1m",  # migration 7: minutes, then their hours
@@ -115,6 +117,8 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         "`agentlat`.agentlat_prefix_1m",  # migration 8: prefix counts, minutes, hours
         "`agentlat`.agentlat_rollup_1m",
         "`agentlat`.agentlat_rollup_1h",
+        "`agentlat`.otel_traces_v9",  # migration 9: the copy, then what arrived during it
+        "`agentlat`.otel_traces",
     ]
     # ARRAY JOINs are left alone; the newest analyses of the traces found; the groups the minutes held
     traces = ["`agentlat`.agentlat_traces", "`agentlat`.agentlat_traces"]
@@ -124,16 +128,19 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         hours,
         minutes,
         hours,
-        ["`agentlat`.otel_traces"],
+        ["`agentlat`.otel_traces"],  # migration 8: prefix counts, minutes, hours
         minutes,
         hours,
-    ]
+        ["`agentlat`.otel_traces"],  # migration 9: the copy, then what arrived during it
+        ["`agentlat`.otel_traces_v9", "`agentlat`.agentlat_migrations", "`agentlat`.otel_traces",
+         "`agentlat`.agentlat_migrations"],
+    ]  # fmt: skip
     assert not any("ON CLUSTER" in s for s in backfills)
 
 
 def test_retention_is_filled_in() -> None:
     ttls = [re.search(r"\nTTL (.*)", s)[1] for s in STATEMENTS if "\nTTL " in s]
-    assert len(ttls) == 8 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
+    assert len(ttls) == 9 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
     assert not any("{ttl_days}" in s for s in STATEMENTS)
 
 
@@ -142,12 +149,13 @@ def test_every_statement_runs_on_the_cluster_with_qualified_names() -> None:
         if not s.startswith("INSERT"):
             assert " ON CLUSTER 'prod'" in s
         keywords = r"TABLE IF NOT EXISTS|VIEW IF NOT EXISTS|ALTER TABLE|INSERT INTO|AS(?= `)|TO|FROM"
+        keywords += r"|TABLE IF EXISTS|TABLES|(?<=_local) AND"  # migration 9's DROP and EXCHANGE
         names = re.findall(rf"(?:{keywords}) (\S+)", s)
         assert names and all(n.startswith("`agentlat`.") for n in names if n[0] == "`" or n[0].islower()), s
 
 
 def test_each_migration_is_recorded_after_its_statements() -> None:
-    inserts = [i for i, s in enumerate(STATEMENTS) if s.startswith("INSERT INTO `agentlat`.agentlat_migrations")]
+    inserts = [i for i, s in enumerate(STATEMENTS) if s.startswith(LEDGER)]
     assert len(inserts) == len(MIGRATIONS) and inserts[-1] == len(STATEMENTS) - 1
     assert STATEMENTS[inserts[0]] == (
         "INSERT INTO `agentlat`.agentlat_migrations (Version, Name) SETTINGS distributed_foreground_insert = 1 "
@@ -158,8 +166,9 @@ def test_each_migration_is_recorded_after_its_statements() -> None:
 def test_applied_migrations_are_left_out() -> None:
     pending = cluster_statements("prod", 30, "agentlat", applied={m.version for m in MIGRATIONS[:-1]})
     assert pending[:2] == STATEMENTS[:2]  # the ledger's tables, always
-    assert [s for s in pending[2:] if s.startswith("INSERT INTO `agentlat`.agentlat_migrations")] == [STATEMENTS[-1]]
-    assert not any(s.startswith("CREATE TABLE IF NOT EXISTS `agentlat`.otel_traces") for s in pending)
+    assert [s for s in pending[2:] if s.startswith(LEDGER)] == [STATEMENTS[-1]]
+    assert not any(s.startswith("CREATE TABLE IF NOT EXISTS `agentlat`.otel_traces ") for s in pending)
+    assert not any(s.startswith("CREATE TABLE IF NOT EXISTS `agentlat`.otel_traces_local ") for s in pending)
 
 
 def test_the_cluster_macro_is_accepted() -> None:

@@ -7,13 +7,26 @@ store holding spans from before it upgrades with its data readable.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from agentlat.store import Store
-from agentlat.store.migrations import MIGRATIONS, SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL, cluster_statements
+from agentlat.store.migrations import (
+    _LAYOUT_CODECS,
+    MIGRATIONS,
+    SPANS_CODECS_DDL,
+    SPANS_DDL,
+    SPANS_DROP_INDEXES_DDL,
+    SPANS_REBUILD,
+    cluster_statements,
+    with_ttl,
+)
 
 EXPECTED_CODECS = {
     "SpanAttributes": "CODEC(ZSTD(6))",
@@ -85,10 +98,23 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
         "ALTER TABLE `agentlat`.otel_traces_local MODIFY",
         "ALTER TABLE `agentlat`.otel_traces MODIFY",
         "ALTER TABLE `agentlat`.otel_traces_local DROP",
+        "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_local MODIFY",  # migration 9
     ]
 
 
-UPGRADE = """
+# A store at ``data`` with the migrations before VERSION applied and recorded, as an older release left it.
+MIGRATED_BEFORE = """
+backend = ChdbBackend(data)
+backend.execute(LEDGER_DDL)
+for migration in MIGRATIONS:
+    if migration.version < VERSION:
+        for statement in migration.statements:
+            backend.execute(with_ttl(statement, 30))
+        backend.execute(f"INSERT INTO agentlat_migrations (Version, Name) VALUES ({migration.version}, '')")
+"""
+
+UPGRADE = (
+    """
 import sys
 import time
 from pathlib import Path
@@ -100,14 +126,10 @@ from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, with_ttl
 from bench.ingest import build_requests
 
 data = Path(sys.argv[1])
-backend = ChdbBackend(data)
-backend.execute(LEDGER_DDL)
-for migration in MIGRATIONS:
-    if migration.version < 6:
-        for statement in migration.statements:
-            backend.execute(with_ttl(statement, 30))
+"""
+    + MIGRATED_BEFORE.replace("VERSION", "6")
+    + """
 old = Store(backend)
-old.backend.execute("INSERT INTO agentlat_migrations (Version, Name) SELECT number + 1, '' FROM numbers(5)")
 batch = to_batch(parse_protobuf(build_requests(1)[0]), "p", time.time_ns(), Limits()).batch
 old.insert_spans(batch)
 trace_id = batch.column("TraceId")[0].as_py()
@@ -119,6 +141,7 @@ roots = "SELECT sum(Count) AS n FROM agentlat_rollup_1m FINAL WHERE Metric = 'n_
 after = (store.count_spans(), len(store.trace_spans("p", trace_id)))
 print(applied, before, after, store.backend.query_arrow(roots).column("n")[0].as_py())
 """
+)
 
 
 def test_a_store_with_spans_upgrades_with_its_data_readable(tmp_path: Path) -> None:
@@ -131,5 +154,194 @@ def test_a_store_with_spans_upgrades_with_its_data_readable(tmp_path: Path) -> N
         timeout=110,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    later = [m.version for m in MIGRATIONS if m.version >= 6]
-    assert run.stdout.strip() == f"{later} (1000, 10) (1000, 10) 100"
+    pending = [m.version for m in MIGRATIONS if m.version >= 6]
+    assert run.stdout.strip() == f"{pending} (1000, 10) (1000, 10) 100"
+
+
+# --- migration 9: the spans table rebuilt (sorting key, granularity) ------------------------
+REBUILD = (
+    """
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.store import Store
+from agentlat.store.backends import ChdbBackend
+from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, SPANS_REBUILD, with_ttl
+from bench.ingest import build_requests
+from bench.query import generate
+
+data, scenario = Path(sys.argv[1]), sys.argv[2]
+"""
+    + MIGRATED_BEFORE.replace("VERSION", "9")
+    + """
+store = Store(backend, ttl_days=30)
+now = int(time.time())
+generated, _ = generate(np.random.default_rng(9), 300, now - 2 * 86_400, now - 600)  # 3,000 spans over 2 days
+collected = [to_batch(parse_protobuf(body), "p", time.time_ns(), Limits()).batch for body in build_requests(2)]
+for batch in (generated, *collected, collected[0]):  # the last one again: a retried request
+    store.insert_spans(batch)
+# Written while the copy runs, ingested now (IngestedAt's default), as a collector writes.
+late = generate(np.random.default_rng(10), 20, now - 3600, now - 60)[0].drop_columns(["IngestedAt"])
+
+TABLE = "SELECT {what} FROM system.tables WHERE database = currentDatabase() AND name = 'otel_traces'"
+COLUMNS = (
+    "SELECT name, type, default_kind, default_expression, compression_codec "
+    "FROM system.columns WHERE database = currentDatabase() AND table = 'otel_traces' ORDER BY position"
+)
+INDEXES = (
+    "SELECT name, type_full, expr, granularity FROM system.data_skipping_indices "
+    "WHERE database = currentDatabase() AND table = 'otel_traces' ORDER BY name"
+)
+ROWS = "SELECT * FROM otel_traces FINAL ORDER BY ProjectId, TraceId, SpanId, Timestamp"
+
+
+def query(sql):
+    return backend.query_arrow(sql).to_pylist()
+
+
+def state():
+    trace_ids = [r["TraceId"] for r in query("SELECT DISTINCT ProjectId, TraceId FROM otel_traces ORDER BY TraceId")]
+    project = {r["TraceId"]: r["ProjectId"] for r in query("SELECT DISTINCT ProjectId, TraceId FROM otel_traces")}
+    return {
+        "columns": query(COLUMNS),
+        "indexes": query(INDEXES),
+        "engine": query(TABLE.format(what="engine, partition_key, sorting_key"))[0],
+        "ttl": query(TABLE.format(what="engine_full"))[0]["engine_full"].split(" TTL ")[1].split(" SETTINGS ")[0],
+        "rows": query(ROWS),
+        "stored rows": query("SELECT count() AS n FROM otel_traces")[0]["n"],
+        "traces": {t: store.trace_spans(project[t], t) for t in trace_ids},
+        "analysis input": sorted(map(str, store.analysis_input(project[trace_ids[0]], trace_ids[:50]))),
+    }
+
+
+before = state()
+steps = [with_ttl(statement, 30) for statement in SPANS_REBUILD]
+if scenario == "interrupted after the copy":
+    for statement in steps[:4]:
+        backend.execute(statement)
+elif scenario == "interrupted after the exchange":
+    for statement in steps[:5]:
+        backend.execute(statement)
+elif scenario == "written to during the copy":  # a previous version's collector still writing
+    for statement in steps[:4]:
+        backend.execute(statement)
+    store.insert_spans(late)
+    before = state()
+    for statement in steps[4:]:
+        backend.execute(statement)
+    backend.execute("INSERT INTO agentlat_migrations (Version, Name) VALUES (9, '')")
+applied = store.migrate()
+after = state()
+newest = generate(np.random.default_rng(11), 1, now - 30, now - 20)[0]
+store.insert_spans(newest)  # the materialized view still feeds the trace-time index that trace_spans reads
+tables = [r["name"] for r in query("SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")]
+settings = {
+    table: query(TABLE.replace("'otel_traces'", f"'{table}'").format(what="engine_full"))[0]["engine_full"].split(
+        " SETTINGS "
+    )[1]
+    for table in ("otel_traces", "otel_traces_trace_id_ts")
+}
+print(json.dumps({
+    "applied": applied,
+    "same": {key: before[key] == after[key] for key in before if key not in ("engine", "stored rows")},
+    "stored rows": [before["stored rows"], after["stored rows"]],
+    "engine": [before["engine"], after["engine"]],
+    "settings": settings,
+    "spans": [len(before["rows"]), len(after["rows"])],
+    "newest trace spans": len(store.trace_spans("default", newest.column("TraceId")[0].as_py())),
+    "tables": [t for t in tables if t.startswith("otel_traces")],
+}, default=str))
+"""
+)
+
+OLD_ENGINE = {
+    "engine": "ReplacingMergeTree",
+    "partition_key": "toDate(Timestamp)",
+    "sorting_key": "ProjectId, ServiceName, SpanName, toDateTime(Timestamp), TraceId, SpanId",
+}
+NEW_ENGINE = {
+    **OLD_ENGINE,
+    "sorting_key": "ProjectId, ServiceName, Role, toDateTime(Timestamp), TraceId, SpanName, SpanId",
+}
+
+
+def run_rebuild(tmp_path: Path, scenario: str) -> dict[str, Any]:
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(REBUILD), str(tmp_path / "data"), scenario],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=170,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    ["from the start", "interrupted after the copy", "interrupted after the exchange", "written to during the copy"],
+)
+def test_the_rebuild_keeps_every_row_column_codec_index_and_the_ttl(tmp_path: Path, scenario: str) -> None:
+    """Every stored value (compared row by row), every trace as the trace API reads it and the trace
+    analysis input are what they were; columns, types, defaults, codecs, skip indexes, partitioning
+    and TTL too. Only the sorting key and the granule size change. Re-run after an interruption
+    (the migrator runs a migration again from its first statement), the result is the same."""
+    result = run_rebuild(tmp_path, scenario)
+    late = 200 if scenario == "written to during the copy" else 0
+    assert result["applied"] == ([] if scenario == "written to during the copy" else [9])
+    assert result["same"] == {
+        "columns": True,
+        "indexes": True,
+        "ttl": True,
+        "rows": True,
+        "traces": True,
+        "analysis input": True,
+    }
+    # The retried request's 1,000 spans were stored twice; the copy keeps one of each pair (equal rows,
+    # as a merge would), and nothing is copied twice.
+    assert result["stored rows"] == [6000 + late, 5000 + late]
+    assert result["engine"] == [OLD_ENGINE, NEW_ENGINE]
+    assert result["settings"] == {
+        "otel_traces": "ttl_only_drop_parts = 1, index_granularity = 1024, prewarm_mark_cache = 1",
+        "otel_traces_trace_id_ts": "index_granularity = 8192, prewarm_mark_cache = 1",
+    }
+    assert result["spans"] == [5000 + late, 5000 + late]
+    assert result["newest trace spans"] == 10
+    assert result["tables"] == ["otel_traces", "otel_traces_trace_id_ts", "otel_traces_trace_id_ts_mv"]
+
+
+def test_the_rebuilt_table_differs_only_in_its_sorting_key_and_granularity() -> None:
+    rebuilt = SPANS_REBUILD[1]
+    original = with_ttl(SPANS_DDL, 30)
+    body = lambda ddl: ddl.split("(\n", 1)[1].split("\nENGINE")[0]  # noqa: E731
+    lines = set(body(with_ttl(rebuilt, 30)).splitlines()) ^ set(body(original).splitlines())
+    changed = {line.split()[0] for line in lines}
+    assert changed == {*(c for cs in _LAYOUT_CODECS.values() for c in cs), "INDEX"}  # codecs of migration 6
+    assert "\nORDER BY (ProjectId, ServiceName, Role, toDateTime(Timestamp), TraceId, SpanName, SpanId)\n" in rebuilt
+    assert rebuilt.endswith("SETTINGS ttl_only_drop_parts = 1, index_granularity = 1024, prewarm_mark_cache = 1\n")
+
+
+def test_cluster_mode_rebuilds_the_local_tables_through_the_distributed_ones() -> None:
+    statements = cluster_statements("prod", 30, "agentlat", applied=set(range(1, 9)))
+    heads = [s.split("\n")[0].split(" (")[0] for s in statements[2:]]
+    assert heads == [
+        "DROP TABLE IF EXISTS `agentlat`.otel_traces_v9 ON CLUSTER 'prod' SYNC",
+        "DROP TABLE IF EXISTS `agentlat`.otel_traces_v9_local ON CLUSTER 'prod' SYNC",
+        "CREATE TABLE IF NOT EXISTS `agentlat`.otel_traces_v9_local ON CLUSTER 'prod'",
+        "CREATE TABLE IF NOT EXISTS `agentlat`.otel_traces_v9 ON CLUSTER 'prod' AS `agentlat`.otel_traces_v9_local",
+        "INSERT INTO `agentlat`.agentlat_migrations SETTINGS distributed_foreground_insert = 1",
+        "INSERT INTO `agentlat`.otel_traces_v9 SETTINGS distributed_foreground_insert = 1",
+        "EXCHANGE TABLES `agentlat`.otel_traces_local AND `agentlat`.otel_traces_v9_local ON CLUSTER 'prod'",
+        "INSERT INTO `agentlat`.otel_traces SETTINGS distributed_foreground_insert = 1",
+        "DROP TABLE IF EXISTS `agentlat`.otel_traces_v9 ON CLUSTER 'prod' SYNC",
+        "DROP TABLE IF EXISTS `agentlat`.otel_traces_v9_local ON CLUSTER 'prod' SYNC",
+        "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_local ON CLUSTER 'prod' MODIFY SETTING prewarm_mark_cache = 1",
+        "INSERT INTO `agentlat`.agentlat_migrations",  # its ledger row
+    ]
+    assert "ENGINE = Distributed('prod', 'agentlat', 'otel_traces_v9_local', cityHash64(TraceId))" in statements[5]
