@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
+from typing import NamedTuple
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:
@@ -18,8 +19,7 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-@dataclass(frozen=True, slots=True)
-class GapStats:
+class GapStats(NamedTuple):
     """Gaps between consecutive chunks, in nanoseconds."""
 
     count: int
@@ -35,14 +35,10 @@ def gap_stats(times_ns: Sequence[int], stall_threshold_ns: int | None = None) ->
     """Statistics of the gaps between sorted chunk times; None for fewer than two chunks."""
     if len(times_ns) < 2:
         return None
-    gaps = sorted(b - a for a, b in pairwise(times_ns))
-    stalls = 0 if stall_threshold_ns is None else sum(1 for g in gaps if g > stall_threshold_ns)
+    gaps = [b - a for a, b in pairwise(times_ns)]
+    gaps.sort()
+    stalls = 0 if stall_threshold_ns is None else len(gaps) - bisect_right(gaps, stall_threshold_ns)
+    decode_ns = times_ns[-1] - times_ns[0]
     return GapStats(
-        count=len(gaps),
-        mean_ns=(times_ns[-1] - times_ns[0]) / len(gaps),
-        p50_ns=percentile(gaps, 0.5),
-        p95_ns=percentile(gaps, 0.95),
-        max_ns=gaps[-1],
-        stalls=stalls,
-        decode_ns=times_ns[-1] - times_ns[0],
+        len(gaps), decode_ns / len(gaps), percentile(gaps, 0.5), percentile(gaps, 0.95), gaps[-1], stalls, decode_ns
     )
