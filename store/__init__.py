@@ -186,9 +186,9 @@ class Store:
         return [(r["project"], r["trace_id"]) for r in self.backend.query_arrow(sql, params).to_pylist()]
 
     def rollup(self, minutes: Sequence[int], version: int) -> None:
-        """Recompute the rollups of these minutes (unix seconds) from the raw tables, then their hours."""
+        """Recompute the rollups of these minutes (unix seconds) from the raw tables, then their hours and days."""
         if minutes:
-            for sql, params in (*analysis.rollup_sql(minutes, version), analysis.hourly_rollup_sql(minutes)):
+            for sql, params in (*analysis.rollup_sql(minutes, version), *analysis.coarser_rollup_sql(minutes)):
                 self.backend.execute(sql, params)
 
     def trace_analysis(self, project: str, trace_id: str) -> dict[str, Any] | None:

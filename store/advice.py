@@ -14,7 +14,7 @@ from typing import Any
 
 from agentlat.store import queries
 from agentlat.store.backends import Params
-from agentlat.store.queries import FINAL_SETTINGS, SpanFilter, rollup_spans
+from agentlat.store.queries import FINAL_SETTINGS, MINUTE_S, SpanFilter, rollup_spans
 from agentlat.store.rollup_sql import ADVICE_SPAN_METRICS, ADVICE_TRACE_METRICS, CLIENT_MODEL, LONG_PLAIN, PREFIX_HASH
 
 Evidence = dict[str, dict[str, dict[str, Any]]]  # route -> kind of fact -> the facts
@@ -137,7 +137,7 @@ def rollup_prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
         GROUP BY route
         {FINAL_SETTINGS}
     """
-    return sql, {**where.params(), **rollup_spans(where, hourly=False)}
+    return sql, {**where.params(), **rollup_spans(where, largest=MINUTE_S)}
 
 
 def evidence_from_rollups(totals: Sequence[dict[str, Any]], medians: Sequence[dict[str, Any]]) -> Evidence:

@@ -7,13 +7,13 @@ to be rolled up again with ``rollup_sql``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
 from agentlat.store.backends import Params
 from agentlat.store.queries import FINAL_SETTINGS
-from agentlat.store.rollup_sql import hours_from_minutes, minutes_from_raw, prefixes_from_raw
+from agentlat.store.rollup_sql import days_from_hours, hours_from_minutes, minutes_from_raw, prefixes_from_raw
 
 # Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id.
 ANALYSIS_INPUT_COLUMNS = """
@@ -128,11 +128,21 @@ def rollup_sql(minutes: Sequence[int], version: int) -> list[tuple[str, Params]]
     ]
 
 
-def hourly_rollup_sql(minutes: Sequence[int]) -> tuple[str, Params]:
-    """Recompute the hours holding these minutes (unix seconds) from their minute rows."""
-    hours = sorted({minute // 3600 * 3600 for minute in minutes})
+def coarser_rollup_sql(minutes: Sequence[int]) -> list[tuple[str, Params]]:
+    """Recompute the hours holding these minutes (unix seconds) from their minute rows, then the days
+    holding them from their hours."""
+    return [
+        _merge_sql(minutes, 3600, "Minute", "toStartOfHour", hours_from_minutes),
+        _merge_sql(minutes, 86_400, "Hour", "toStartOfDay", days_from_hours),
+    ]
+
+
+def _merge_sql(
+    minutes: Sequence[int], period_s: int, column: str, start_of: str, build: Callable[[str], str]
+) -> tuple[str, Params]:
+    periods = sorted({minute // period_s * period_s for minute in minutes})
     where = (
-        "Minute >= toDateTime({first:UInt32}) AND Minute < toDateTime({last:UInt32})"
-        " AND toUnixTimestamp(toStartOfHour(Minute)) IN {hours:Array(UInt32)}"
+        f"{column} >= toDateTime({{first:UInt32}}) AND {column} < toDateTime({{last:UInt32}})"
+        f" AND toUnixTimestamp({start_of}({column})) IN {{periods:Array(UInt32)}}"
     )
-    return hours_from_minutes(where), {"hours": hours, "first": hours[0], "last": hours[-1] + 3600}
+    return build(where), {"periods": periods, "first": periods[0], "last": periods[-1] + period_s}

@@ -12,7 +12,13 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from agentlat.store.rollup_sql import ROLLUP_LEVELS, hours_from_minutes, minutes_from_raw, prefixes_from_raw
+from agentlat.store.rollup_sql import (
+    ROLLUP_LEVELS,
+    days_from_hours,
+    hours_from_minutes,
+    minutes_from_raw,
+    prefixes_from_raw,
+)
 
 _MAP = "Map(LowCardinality(String), String)"
 
@@ -205,6 +211,10 @@ ROLLUP_DDL = _rollup_table("agentlat_rollup_1m", "Minute", "toDate")
 ROLLUP_HOURLY_DDL = _rollup_table("agentlat_rollup_1h", "Hour", "toYYYYMM")
 
 ROLLUP_HOURLY_BACKFILL = hours_from_minutes("1")
+
+# Per-day digests (UTC days), merged from the hours, so a week's window merges a few days of digests
+# and only its ragged hours and minutes.
+ROLLUP_DAILY_DDL = _rollup_table("agentlat_rollup_1d", "Day", "toYYYYMM")
 
 # Every minute rolled up again (now with the counters of rollup_sql.COUNTER_METRICS), then its hour.
 _NOW_VERSION = "toUInt64(toUnixTimestamp64Nano(now64(9)))"
@@ -424,6 +434,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "rollup counters for per-dimension summaries", ROLLUP_COUNTERS_BACKFILL),
     Migration(8, "advice rollups: the advisor's counters and per-minute prompt-prefix counts", ADVICE_ROLLUPS),
     Migration(9, "spans table rebuilt: sorted by role and time, granules of 1,024 rows", SPANS_REBUILD),
+    Migration(10, "daily rollups", (ROLLUP_DAILY_DDL, days_from_hours("1"))),
 )
 
 LEDGER_DDL = """
@@ -461,6 +472,7 @@ SHARDING_KEYS: dict[str, str] = {
     # function of the sorting key: all of it, which spreads one minute over every shard.
     "agentlat_rollup_1m": "cityHash64(ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_rollup_1h": "cityHash64(ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)",
+    "agentlat_rollup_1d": "cityHash64(ProjectId, Metric, Day, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_prefix_1m": "cityHash64(ProjectId, Minute, ServiceName, Route, Model, PrefixHash)",
     "agentlat_api_keys": "cityHash64(KeyId)",
     "agentlat_migrations": "Version",

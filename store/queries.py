@@ -199,34 +199,60 @@ def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str,
 
 # --- reads of the rollups ---------------------------------------------------------------
 ROLLUP_DIMENSIONS = ("service", "route", "agent", "model", "tool")
-HOUR_S = 3600
+MINUTE_S, HOUR_S, DAY_S = 60, 3600, 86_400
 
 
-def rollup_spans(where: SpanFilter, hourly: bool = True) -> Params:
+def rollup_spans(where: SpanFilter, largest: int = DAY_S) -> Params:
     """The minutes a window covers, ``[minute_first, minute_last)`` (from the minute its start falls
-    in up to its end), and the whole hours among them that the hourly table answers for,
-    ``[hour_first, hour_last)``: an empty range at ``minute_last`` when there are none."""
-    minute_first = where.start_ns // 60_000_000_000 * 60
-    minute_last = -(-where.end_ns // 60_000_000_000) * 60
-    hour_first, hour_last = -(-minute_first // HOUR_S) * HOUR_S, minute_last // HOUR_S * HOUR_S
-    if not hourly or hour_first >= hour_last:
-        hour_first = hour_last = minute_last
-    return {"minute_first": minute_first, "minute_last": minute_last, "hour_first": hour_first, "hour_last": hour_last}
+    in up to its end); the whole hours among them that the hourly table answers for,
+    ``[hour_first, hour_last)``; and the whole (UTC) days among those that the daily table answers
+    for, ``[day_first, day_last)``. Tiers longer than ``largest`` seconds are not used; an unused or
+    empty range is empty at the end of the range it would be cut from."""
+    minute_first = where.start_ns // 60_000_000_000 * MINUTE_S
+    minute_last = -(-where.end_ns // 60_000_000_000) * MINUTE_S
+    hour_first, hour_last = _whole(minute_first, minute_last, HOUR_S if largest >= HOUR_S else 0)
+    day_first, day_last = _whole(hour_first, hour_last, DAY_S if largest >= DAY_S else 0)
+    return {
+        "minute_first": minute_first,
+        "minute_last": minute_last,
+        "hour_first": hour_first,
+        "hour_last": hour_last,
+        "day_first": day_first,
+        "day_last": day_last,
+    }
+
+
+def _whole(first: int, last: int, period: int) -> tuple[int, int]:
+    """The whole periods inside ``[first, last)``, or the empty range at ``last``."""
+    if period:
+        whole_first, whole_last = -(-first // period) * period, last // period * period
+        if whole_first < whole_last:
+            return whole_first, whole_last
+    return last, last
 
 
 def _rollup_rows(where: SpanFilter, metric_test: str, columns: str, values: str = "Count, Sum, Digest") -> str:
-    """Matching rollup rows of the window, whole hours from the hourly table and the rest from minutes,
-    each with its start as ``T``. A group that a re-analysis emptied keeps rows with a count of 0
-    (rollup_sql.minutes_from_raw), so callers keep only groups whose count adds up to more than 0."""
+    """Matching rollup rows of the window, whole days from the daily table, the other whole hours from
+    the hourly one and the rest from minutes, each with its start as ``T``. A group that a re-analysis
+    emptied keeps rows with a count of 0 (rollup_sql.minutes_from_raw), so callers keep only groups
+    whose count adds up to more than 0."""
     tests = " AND ".join(["ProjectId = {project:String}", *where.equality_tests(), metric_test])
-    return f"""
-        SELECT {columns}, Metric, {values}, Minute AS T FROM agentlat_rollup_1m FINAL
+
+    def tier(table: str, column: str, first: str, cut_first: str, cut_last: str, last: str) -> str:
+        """The rows of ``[first, last)`` outside ``[cut_first, cut_last)``."""
+        return f"""
+        SELECT {columns}, Metric, {values}, {column} AS T FROM {table} FINAL
         WHERE {tests}
-          AND (Minute >= toDateTime({{minute_first:UInt32}}) AND Minute < toDateTime({{hour_first:UInt32}})
-               OR Minute >= toDateTime({{hour_last:UInt32}}) AND Minute < toDateTime({{minute_last:UInt32}}))
+          AND ({column} >= toDateTime({{{first}:UInt32}}) AND {column} < toDateTime({{{cut_first}:UInt32}})
+               OR {column} >= toDateTime({{{cut_last}:UInt32}}) AND {column} < toDateTime({{{last}:UInt32}}))"""
+
+    return f"""
+        {tier("agentlat_rollup_1m", "Minute", "minute_first", "hour_first", "hour_last", "minute_last")}
         UNION ALL
-        SELECT {columns}, Metric, {values}, Hour AS T FROM agentlat_rollup_1h FINAL
-        WHERE {tests} AND Hour >= toDateTime({{hour_first:UInt32}}) AND Hour < toDateTime({{hour_last:UInt32}})
+        {tier("agentlat_rollup_1h", "Hour", "hour_first", "day_first", "day_last", "hour_last")}
+        UNION ALL
+        SELECT {columns}, Metric, {values}, Day AS T FROM agentlat_rollup_1d FINAL
+        WHERE {tests} AND Day >= toDateTime({{day_first:UInt32}}) AND Day < toDateTime({{day_last:UInt32}})
     """
 
 
@@ -299,7 +325,7 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
         LIMIT 100000
         {FINAL_SETTINGS}
     """
-    spans = rollup_spans(where, hourly=step_seconds % HOUR_S == 0)
+    spans = rollup_spans(where, largest=next(t for t in (DAY_S, HOUR_S, MINUTE_S) if step_seconds % t == 0))
     return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
 
 

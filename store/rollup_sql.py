@@ -1,8 +1,8 @@
 """What the rollup tables hold, and the SQL that fills them: shared by the migrations' backfills and by
 the collector's recomputation of the minutes that received data (store/analysis.py).
 
-Each rollup row is one metric of one group (project, service, route, agent, model, tool) in one minute
-or hour: a count, a sum and a t-digest of the values.
+Each rollup row is one metric of one group (project, service, route, agent, model, tool) in one minute,
+hour or (UTC) day: a count, a sum and a t-digest of the values. Hours merge minutes, days merge hours.
 """
 
 from __future__ import annotations
@@ -150,13 +150,23 @@ def latest_traces(condition: str, columns: str) -> str:
 
 def hours_from_minutes(where: str) -> str:
     """INSERT of the hourly rollups merged from the minute rows matching ``where``."""
+    return _merged("agentlat_rollup_1h", "toStartOfHour(Minute) AS Hour", "agentlat_rollup_1m", where)
+
+
+def days_from_hours(where: str) -> str:
+    """INSERT of the daily (UTC) rollups merged from the hourly rows matching ``where``."""
+    return _merged("agentlat_rollup_1d", "toStartOfDay(Hour) AS Day", "agentlat_rollup_1h", where)
+
+
+def _merged(target: str, period: str, source: str, where: str) -> str:
+    name = period.rsplit(" ", 1)[1]
     return f"""
-INSERT INTO agentlat_rollup_1h
-SELECT ProjectId, Metric, toStartOfHour(Minute) AS Hour, ServiceName, Route, Agent, Model, Tool,
+INSERT INTO {target}
+SELECT ProjectId, Metric, {period}, ServiceName, Route, Agent, Model, Tool,
        sum(Count), sum(Sum), quantilesTDigestMergeState({ROLLUP_LEVELS})(Digest), max(Version)
-FROM agentlat_rollup_1m FINAL
+FROM {source} FINAL
 WHERE {where}
-GROUP BY ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool
+GROUP BY ProjectId, Metric, {name}, ServiceName, Route, Agent, Model, Tool
 {FINAL_SETTINGS}
 """
 

@@ -119,6 +119,7 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         "`agentlat`.agentlat_rollup_1h",
         "`agentlat`.otel_traces_v9",  # migration 9: the copy, then what arrived during it
         "`agentlat`.otel_traces",
+        "`agentlat`.agentlat_rollup_1d",  # migration 10: days from hours
     ]
     # ARRAY JOINs are left alone; the newest analyses of the traces found; the groups the minutes held
     traces = ["`agentlat`.agentlat_traces", "`agentlat`.agentlat_traces"]
@@ -134,13 +135,14 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         ["`agentlat`.otel_traces"],  # migration 9: the copy, then what arrived during it
         ["`agentlat`.otel_traces_v9", "`agentlat`.agentlat_migrations", "`agentlat`.otel_traces",
          "`agentlat`.agentlat_migrations"],
+        ["`agentlat`.agentlat_rollup_1h"],
     ]  # fmt: skip
     assert not any("ON CLUSTER" in s for s in backfills)
 
 
 def test_retention_is_filled_in() -> None:
     ttls = [re.search(r"\nTTL (.*)", s)[1] for s in STATEMENTS if "\nTTL " in s]
-    assert len(ttls) == 9 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
+    assert len(ttls) == 10 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
     assert not any("{ttl_days}" in s for s in STATEMENTS)
 
 

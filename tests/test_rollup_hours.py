@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 from agentlat.store import SpanFilter, Store
-from agentlat.store.queries import rollup_spans
+from agentlat.store.queries import DAY_S, HOUR_S, MINUTE_S, rollup_spans
 from tests.span_tables import span_batch
 
 PROJECT = "rollup-hours"
@@ -67,6 +67,8 @@ def test_a_window_is_split_into_whole_hours_and_ragged_minutes() -> None:
         "minute_last": BASE + 7200 + 120,  # up to the end of the minute the end falls in
         "hour_first": BASE,
         "hour_last": BASE + 7200,
+        "day_first": BASE + 7200,  # no whole day: empty, at the end of the hours
+        "day_last": BASE + 7200,
     }
     inside = rollup_spans(_window(BASE + 60, BASE + 3599))  # no whole hour: minutes only
     assert inside == {
@@ -74,9 +76,26 @@ def test_a_window_is_split_into_whole_hours_and_ragged_minutes() -> None:
         "minute_last": BASE + 3600,
         "hour_first": BASE + 3600,
         "hour_last": BASE + 3600,
+        "day_first": BASE + 3600,
+        "day_last": BASE + 3600,
     }
-    minutes_only = rollup_spans(_window(BASE - 1800, BASE + 9000), hourly=False)
+    minutes_only = rollup_spans(_window(BASE - 1800, BASE + 9000), largest=MINUTE_S)
     assert minutes_only["hour_first"] == minutes_only["hour_last"] == BASE + 9000
+
+
+def test_a_long_window_is_split_into_whole_days_hours_and_minutes() -> None:
+    day = (BASE // DAY_S - 3) * DAY_S
+    parts = rollup_spans(_window(day - 5400 + 17, day + 2 * DAY_S + 6000))
+    assert parts == {
+        "minute_first": day - 5400,
+        "minute_last": day + 2 * DAY_S + 6000,
+        "hour_first": day - 3600,
+        "hour_last": day + 2 * DAY_S + 3600,
+        "day_first": day,
+        "day_last": day + 2 * DAY_S,
+    }
+    hours_at_most = rollup_spans(_window(day - 5400, day + 2 * DAY_S), largest=HOUR_S)
+    assert hours_at_most["day_first"] == hours_at_most["day_last"] == day + 2 * DAY_S
 
 
 def test_hourly_rows_hold_their_minutes(store: Store) -> None:
@@ -130,3 +149,40 @@ def test_late_spans_replace_the_hour(store: Store) -> None:
     store.rollup([late_minute], version=2)
     [row] = store.rollup_percentiles(["tool"], [], _window(BASE + 3600, BASE + 7200))
     assert row["count"] == 61 * PER_MINUTE
+
+
+DAYS_PROJECT = "rollup-days"
+
+
+def test_days_hours_and_minutes_count_every_span_once(embedded_store: Store) -> None:
+    """Three days and a half of one tool span a minute (durations 1..60 ms by minute of the hour): windows
+    read from every tier count each span once, and daily steps sum their days."""
+    day = (int(time.time()) // DAY_S - 5) * DAY_S
+    minutes = np.arange(day - 6 * 3600, day + 3 * DAY_S + 6 * 3600, 60, dtype=np.int64)
+    n = minutes.size
+    ids = pc.cast(pa.array(np.arange(n)), pa.string())
+    embedded_store.insert_spans(
+        span_batch(
+            {
+                "Timestamp": pa.array(minutes * NS, pa.timestamp("ns", tz="UTC")),
+                "TraceId": pc.binary_join_element_wise("days-trace-", ids, ""),
+                "SpanId": ids,
+                "ParentSpanId": pa.repeat("parent", n),
+                "Duration": pa.array((minutes // 60 % 60 + 1) * 1_000_000, pa.uint64()),
+                "Role": pa.repeat("tool", n),
+                "Tool": pa.repeat("lookup", n),
+                "ProjectId": pa.repeat(DAYS_PROJECT, n),
+            },
+            n,
+        )
+    )
+    embedded_store.rollup(minutes.tolist(), version=1)
+    for start, end in ((day - 5400 + 17, day + 2 * DAY_S + 6000), (day, day + 3 * DAY_S), (day + 60, day + 7200)):
+        where = SpanFilter(DAYS_PROJECT, start * NS, end * NS)
+        [row] = embedded_store.rollup_percentiles(["tool"], [], where)
+        first, last = start // 60 * 60, -(-end // 60) * 60
+        expected = minutes[(minutes >= first) & (minutes < last)]
+        assert row["count"] == expected.size
+        assert row["sum"] == pytest.approx(float((expected // 60 % 60 + 1).sum()), rel=1e-12)
+    daily = embedded_store.timeseries("tool", [], SpanFilter(DAYS_PROJECT, day * NS, (day + 3 * DAY_S) * NS), DAY_S)
+    assert [(r["t"], r["count"]) for r in daily] == [(day + i * DAY_S, 1440) for i in range(3)]
