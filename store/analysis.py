@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from agentlat.store.backends import Params
-from agentlat.store.queries import FINAL_SETTINGS
+from agentlat.store.queries import DAY_S, FINAL_SETTINGS, HOUR_S
 from agentlat.store.rollup_sql import days_from_hours, hours_from_minutes, minutes_from_raw, prefixes_from_raw
 
 # Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id.
@@ -132,8 +132,8 @@ def coarser_rollup_sql(minutes: Sequence[int]) -> list[tuple[str, Params]]:
     """Recompute the hours holding these minutes (unix seconds) from their minute rows, then the days
     holding them from their hours."""
     return [
-        _merge_sql(minutes, 3600, "Minute", "toStartOfHour", hours_from_minutes),
-        _merge_sql(minutes, 86_400, "Hour", "toStartOfDay", days_from_hours),
+        _merge_sql(minutes, HOUR_S, "Minute", "toStartOfHour", hours_from_minutes),
+        _merge_sql(minutes, DAY_S, "Hour", "toStartOfDay", days_from_hours),
     ]
 
 
