@@ -16,15 +16,16 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from agentlat.collector.normalise import derive
+from agentlat.collector.normalise import EventTimes, derive
 
 TARGET_US = 10.0
+NO_EVENTS = EventTimes([], [])
 ROUNDS = 7
 POOL = 500  # spans per type, derived once per round
 MS = 1_000_000
 T0 = 1_735_689_600 * 1_000_000_000  # 2025-01-01T00:00:00Z in unix ns
 
-SpanArgs = tuple[str, str, int, int, dict[str, object], list[tuple[str, int, dict[str, object]]]]
+SpanArgs = tuple[str, str, int, int, dict[str, object], EventTimes]
 Derive = Callable[..., tuple[dict[str, object], list[str]]]
 MODELS = ["gpt-4o", "gpt-4o-mini", "claude-sonnet-4", "llama-3.1-70b"]
 TOOLS = ["search", "fetch", "sql", "calc", "browse"]
@@ -49,7 +50,7 @@ def genai_chat(rng: random.Random) -> SpanArgs:
         "agentlat.route": rng.choice(ROUTES),
         "agentlat.stream.chunks": rng.randint(5, 400),
     }
-    return f"chat {model}", "Client", T0, T0 + rng.randint(200, 4000) * MS, attrs, []
+    return f"chat {model}", "Client", T0, T0 + rng.randint(200, 4000) * MS, attrs, NO_EVENTS
 
 
 def genai_tool(rng: random.Random) -> SpanArgs:
@@ -69,7 +70,7 @@ def genai_tool(rng: random.Random) -> SpanArgs:
         "retry.count": 0,
         "cache.hit": False,
     }
-    return f"execute_tool {tool}", "Internal", T0, T0 + rng.randint(5, 900) * MS, attrs, []
+    return f"execute_tool {tool}", "Internal", T0, T0 + rng.randint(5, 900) * MS, attrs, NO_EVENTS
 
 
 def openinference_llm(rng: random.Random) -> SpanArgs:
@@ -89,7 +90,7 @@ def openinference_llm(rng: random.Random) -> SpanArgs:
         "input.mime_type": "application/json",
         "output.mime_type": "application/json",
     }
-    events = [("First Token Stream Event", T0 + rng.randint(50, 900) * MS, {})]
+    events = EventTimes(["First Token Stream Event"], [T0 + rng.randint(50, 900) * MS])
     return "ChatCompletion", "Client", T0, T0 + 2000 * MS, attrs, events
 
 
@@ -107,10 +108,11 @@ def openllmetry_chunks(rng: random.Random) -> SpanArgs:
         "llm.request.functions.0.name": "get_weather",
         "gen_ai.openai.api_base": "https://api.openai.com/v1/",
     }
-    at, events = T0 + rng.randint(80, 600) * MS, []
+    at, times = T0 + rng.randint(80, 600) * MS, []
     for _ in range(20):
-        events.append(("gen_ai.content.completion.chunk", at, {}))
+        times.append(at)
         at += rng.randint(5, 60) * MS
+    events = EventTimes(["gen_ai.content.completion.chunk"] * 20, times)
     return "openai.chat", "Client", T0, at + 10 * MS, attrs, events
 
 
@@ -132,7 +134,7 @@ def vllm_server(rng: random.Random) -> SpanArgs:
         "gen_ai.latency.time_in_model_decode": rng.uniform(0.2, 3),
         "gen_ai.latency.e2e": rng.uniform(0.3, 3.5),
     }
-    return "llm_request", "Server", T0, T0 + 3500 * MS, attrs, []
+    return "llm_request", "Server", T0, T0 + 3500 * MS, attrs, NO_EVENTS
 
 
 SPAN_TYPES: dict[str, Callable[[random.Random], SpanArgs]] = {

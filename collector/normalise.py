@@ -25,14 +25,26 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from agentlat import semconv as sc
 from agentlat.store.schema import DERIVED_DEFAULTS, DERIVED_NAMES
 from agentlat.stream_stats import gap_stats
 
-__all__ = ["DIALECTS", "INNER_OF_MODEL_CALL", "Dialect", "derive"]
+__all__ = ["DIALECTS", "INNER_OF_MODEL_CALL", "Dialect", "EventTimes", "derive"]
 
 Event = tuple[str, int, Mapping[str, object]]
+
+
+class EventTimes(NamedTuple):
+    """A span's events as parallel sequences of names and unix-ns times, every entry well
+    formed: the form the OTLP decoder hands over, so ``derive`` need not check each event."""
+
+    names: Sequence[str]
+    times: Sequence[int]
+
+
+_NO_EVENTS = EventTimes((), ())
 Converter = Callable[[object], object]
 Sources = Mapping[str, str | tuple[str, ...]]  # column -> attribute(s), preferred first
 
@@ -152,7 +164,7 @@ class _Span:
     start: int | None  # unix ns, None when unusable
     end: int | None
     attrs: Mapping[str, object]  # string keys only; JSON members joined in once the dialect is known
-    events: tuple[tuple[str, int], ...]  # (name, unix ns); malformed entries dropped
+    events: EventTimes  # malformed entries dropped
     keys: str  # "\n" + the attribute keys joined by "\n", for namespace tests
 
     @property
@@ -295,7 +307,7 @@ _VERCEL_TOP = ("generateText", "streamText", "generateObject", "streamObject", "
 
 def _first_token_event(span: _Span, out: _Out) -> None:
     """OpenInference: TTFT is the "First Token Stream Event" relative to span start."""
-    times = [at for name, at in span.events if name == "First Token Stream Event"]
+    times = [at for name, at in zip(*span.events, strict=True) if name == "First Token Stream Event"]
     if times and span.start is not None:
         out.put("Streaming", 1)
         out.put_ms("TtftMs", (min(times) - span.start) / _NS_PER_MS)
@@ -306,8 +318,10 @@ _CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.compl
 
 def _chunk_events(span: _Span, out: _Out) -> None:
     """OpenLLMetry: TTFT, decode time and inter-token latency from completion chunk events."""
-    times = [at for name, at in span.events if name in _CHUNK_EVENTS]
-    times.sort()
+    names, times = span.events
+    if not _CHUNK_EVENTS.issuperset(names):
+        times = [at for name, at in zip(names, times, strict=True) if name in _CHUNK_EVENTS]
+    times = sorted(times)
     if times:
         out.put("Streaming", 1)
     if times and span.start is not None:
@@ -315,11 +329,12 @@ def _chunk_events(span: _Span, out: _Out) -> None:
     stats = gap_stats(times)
     if stats is None:
         return
-    out.put_ms("DecodeMs", stats.decode_ns / _NS_PER_MS)
-    out.put_ms("ItlMeanMs", stats.mean_ns / _NS_PER_MS)
-    out.put_ms("ItlP50Ms", stats.p50_ns / _NS_PER_MS)
-    out.put_ms("ItlP95Ms", stats.p95_ns / _NS_PER_MS)
-    out.put_ms("ItlMaxMs", stats.max_ns / _NS_PER_MS)
+    put = out.put  # gaps between sorted times are never negative
+    put("DecodeMs", stats.decode_ns / _NS_PER_MS)
+    put("ItlMeanMs", stats.mean_ns / _NS_PER_MS)
+    put("ItlP50Ms", stats.p50_ns / _NS_PER_MS)
+    put("ItlP95Ms", stats.p95_ns / _NS_PER_MS)
+    put("ItlMaxMs", stats.max_ns / _NS_PER_MS)
 
 
 def _langfuse_ttft(span: _Span, out: _Out) -> None:
@@ -581,10 +596,11 @@ def derive(
     start_ns: int,
     end_ns: int,
     attributes: Mapping[str, object],
-    events: Sequence[Event],
+    events: Sequence[Event] | EventTimes,
 ) -> tuple[dict[str, object], list[str]]:
     """Return (derived, flags): derived has exactly the keys of DERIVED_NAMES; flags are
-    short machine-readable strings such as 'bad_attribute:gen_ai.usage.input_tokens'."""
+    short machine-readable strings such as 'bad_attribute:gen_ai.usage.input_tokens'.
+    ``events`` are (name, unix ns, attributes) tuples, each checked, or ``EventTimes``."""
     out = _Out()
     try:
         _derive(_span(name, kind, start_ns, end_ns, attributes, events, out), out)
@@ -609,7 +625,7 @@ def _span(name: object, kind: object, start: object, end: object, attrs: object,
         start=start_ns,
         end=end_ns,
         attrs=attrs,
-        events=() if type(events) is list and not events else _events(events, out),
+        events=events if type(events) is EventTimes else _events(events, out),
         keys=keys,
     )
 
@@ -632,25 +648,20 @@ def _unix_ns(value: object) -> int | None:
     return value if type(value) is int and 0 <= value < 2**64 else None
 
 
-def _events(events: object, out: _Out) -> tuple[tuple[str, int], ...]:
+def _events(events: object, out: _Out) -> EventTimes:
     if type(events) is not list and (not isinstance(events, Sequence) or isinstance(events, str | bytes)):
         out.flag("bad_event")
-        return ()
-    clean = [  # the usual case, all well formed; otherwise the loop below decides each one
-        (e[0], e[1])
-        for e in events
-        if type(e) is tuple and len(e) >= 2 and type(e[0]) is str and type(e[1]) is int and 0 <= e[1] < 2**64
-    ]
-    if len(clean) == len(events):
-        return tuple(clean)
-    clean = []
+        return _NO_EVENTS
+    names: list[str] = []
+    times: list[int] = []
     for event in events:
         ok = type(event) is tuple or (isinstance(event, Sequence) and not isinstance(event, str | bytes))
         if ok and len(event) >= 2 and isinstance(event[0], str) and _unix_ns(event[1]) is not None:
-            clean.append((event[0], event[1]))
+            names.append(event[0])
+            times.append(event[1])
         else:
             out.flag("bad_event")
-    return tuple(clean)
+    return EventTimes(names, times)
 
 
 def _derive(span: _Span, out: _Out) -> None:

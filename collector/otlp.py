@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from agentlat.collector.normalise import derive
+from agentlat.collector.normalise import EventTimes, derive
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
@@ -257,6 +257,8 @@ _NESTED_COLUMNS = (
     "Events.Timestamp", "Events.Name", "Events.Attributes",
     "Links.TraceId", "Links.SpanId", "Links.TraceState", "Links.Attributes", "IngestFlags",
 )  # fmt: skip
+_SpanEvents = tuple[EventTimes, list[list[tuple[str, str]]]]  # names and times, and each event's attributes as text
+_NO_EVENTS: _SpanEvents = (EventTimes((), ()), [])
 _NO_NESTED = ([], [], [], [], [], [], [], [])  # a span without events, links or flags (the usual case)
 _derived_values = operator.itemgetter(*DERIVED_NAMES)
 
@@ -321,9 +323,9 @@ def _append_span(
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     flags = _time_flags(start, end, received_ns, limits)
     typed = _attributes(span.attributes, limits, flags, cols.attributes)
-    events = _events(span.events, limits, flags) if span.events else []
+    events = _events(span.events, limits, flags) if span.events else _NO_EVENTS
     name, kind, status = span.name, _enum_name(SPAN_KINDS, span.kind), span.status
-    derived, derive_flags = derive(name, kind, start, max(end, start), typed, [(n, t, a) for n, t, a, _ in events])
+    derived, derive_flags = derive(name, kind, start, max(end, start), typed, events[0])
     flags.extend(derive_flags)
     cols.resource.keys.extend(resource.keys)
     cols.resource.values.extend(resource.values)
@@ -335,42 +337,44 @@ def _append_span(
     )  # fmt: skip
     cols.derived.append(_derived_values(derived))
     links = span.links
-    if events or links or flags:
+    if events is not _NO_EVENTS or links or flags:
         cols.nested.append(_nested(events, links, limits, flags))
     else:
         cols.nested.append(_NO_NESTED)
 
 
-def _events(
-    events: Any, limits: Limits, flags: list[str]
-) -> list[tuple[str, int, dict[str, Any], list[tuple[str, str]]]]:
+def _events(events: Any, limits: Limits, flags: list[str]) -> _SpanEvents:
     if len(events) > limits.max_events:
         flags.append("events_dropped")
-    out = []
+    names, times, texts = [], [], []
     for event in events[: limits.max_events]:
-        text = _Map()
-        typed = _attributes(event.attributes, limits, flags, text)
+        if event.attributes:
+            text = _Map()
+            _attributes(event.attributes, limits, flags, text)
+            texts.append(list(zip(text.keys, text.values, strict=True)))
+        else:
+            texts.append([])
         time_ns = event.time_unix_nano
         if time_ns > MAX_TIME_NS:
             flags.append("bad_event_time")
             time_ns = 0
-        out.append((event.name, time_ns, typed, list(zip(text.keys, text.values, strict=True))))
-    return out
+        names.append(event.name)
+        times.append(time_ns)
+    return EventTimes(names, times), texts
 
 
-def _nested(
-    events: list[tuple[str, int, dict[str, Any], list[tuple[str, str]]]], links: Any, limits: Limits, flags: list[str]
-) -> tuple[list[Any], ...]:
+def _nested(events: _SpanEvents, links: Any, limits: Limits, flags: list[str]) -> tuple[list[Any], ...]:
     """The Events, Links and IngestFlags columns of one span, in ``_NESTED_COLUMNS`` order."""
     link_attributes = []
     for link in links:
         text = _Map()
         _attributes(link.attributes, limits, flags, text)
         link_attributes.append(list(zip(text.keys, text.values, strict=True)))
+    (names, times), texts = events
     return (
-        [t for _, t, _, _ in events],
-        [n for n, _, _, _ in events],
-        [text for _, _, _, text in events],
+        times,
+        names,
+        texts,
         [link.trace_id.hex() for link in links],
         [link.span_id.hex() for link in links],
         [link.trace_state for link in links],

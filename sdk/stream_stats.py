@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import pairwise
+from operator import sub
 from typing import NamedTuple
 
 
@@ -14,9 +13,10 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     """The q-quantile (0 ≤ q ≤ 1) of sorted values, by linear interpolation between closest
     ranks (numpy's default), so p50 of 1..100 is 50.5."""
     rank = q * (len(ordered) - 1)
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    low = int(rank)  # rank >= 0, so this is its floor
+    if low + 1 == len(ordered):
+        return ordered[low]
+    return ordered[low] + (ordered[low + 1] - ordered[low]) * (rank - low)
 
 
 class GapStats(NamedTuple):
@@ -35,7 +35,7 @@ def gap_stats(times_ns: Sequence[int], stall_threshold_ns: int | None = None) ->
     """Statistics of the gaps between sorted chunk times; None for fewer than two chunks."""
     if len(times_ns) < 2:
         return None
-    gaps = [b - a for a, b in pairwise(times_ns)]
+    gaps = list(map(sub, times_ns[1:], times_ns[:-1]))
     gaps.sort()
     stalls = 0 if stall_threshold_ns is None else len(gaps) - bisect_right(gaps, stall_threshold_ns)
     decode_ns = times_ns[-1] - times_ns[0]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentlat.collector import normalise
-from agentlat.collector.normalise import derive
+from agentlat.collector.normalise import EventTimes, derive
 from agentlat.store.schema import DERIVED_DEFAULTS, DERIVED_NAMES
 
 MS = 1_000_000
@@ -1219,6 +1219,21 @@ def test_malformed_events_are_dropped_and_good_ones_used() -> None:
     derived, flags = derive("openai.chat", "Client", T0, T0 + 100 * MS, {"llm.request.type": "chat"}, events)  # type: ignore[arg-type]
     assert derived["TtftMs"] == pytest.approx(40.0)
     assert flags == ["bad_event"]
+
+
+EVENT_CASES = [c for c in (*DIALECT_CASES, *EDGE_CASES, *INNER_CASES) if c.events]
+
+
+@pytest.mark.parametrize("case", EVENT_CASES, ids=lambda c: c.id)
+def test_checked_event_times_derive_as_event_tuples_do(case: Case) -> None:
+    """The decoder hands events over as ``EventTimes``; the result is the same as from tuples."""
+    times = [T0 + round(at_ms * MS) for _, at_ms in case.events]
+    checked = EventTimes([name for name, _ in case.events], times)
+    assert derive(case.name, case.kind, T0, T0 + round(case.duration_ms * MS), case.attrs, checked) == run(case)
+
+
+def test_event_cases_cover_both_event_dialects() -> None:
+    assert {run(c)[0]["Dialect"] for c in EVENT_CASES} >= {"openinference", "openllmetry"}
 
 
 def test_attributes_that_are_not_a_mapping() -> None:
