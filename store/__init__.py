@@ -35,7 +35,7 @@ from agentlat.store.migrations import (
 )
 from agentlat.store.queries import DIMENSION_METRICS, DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
 from agentlat.store.rollup_sql import ROLLUP_METRICS
-from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
+from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA, at_stored_resolution
 
 __all__ = [
     "DIMENSIONS",
@@ -145,7 +145,7 @@ class Store:
         return AlertTables(self.backend)
 
     def insert_spans(self, batch: pa.Table) -> None:
-        self.backend.insert_arrow(SPANS_TABLE, batch)
+        self.backend.insert_arrow(SPANS_TABLE, at_stored_resolution(batch))
 
     def ping(self) -> None:
         self.backend.query_arrow("SELECT 1 AS ok")

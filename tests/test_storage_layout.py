@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from agentlat.store import Store
@@ -27,6 +28,8 @@ from agentlat.store.migrations import (
     cluster_statements,
     with_ttl,
 )
+from agentlat.store.schema import LATENCY_COLUMNS
+from tests.span_tables import span_batch
 
 EXPECTED_CODECS = {
     "SpanAttributes": "CODEC(ZSTD(6))",
@@ -346,3 +349,29 @@ def test_cluster_mode_rebuilds_the_local_tables_through_the_distributed_ones() -
         "INSERT INTO `agentlat`.agentlat_migrations",  # its ledger row
     ]
     assert "ENGINE = Distributed('prod', 'agentlat', 'otel_traces_v9_local', cityHash64(TraceId))" in statements[5]
+
+
+def test_latencies_are_stored_to_a_1024th_of_a_millisecond(embedded_store: Store) -> None:
+    sent = [33.3, 250.0, None, 0.1, 1234.56789, 1e300]
+    n = len(sent)
+    batch = span_batch(
+        {
+            "Timestamp": pa.array([1_735_689_600_000_000_000] * n, pa.timestamp("ns", tz="UTC")),
+            "TraceId": pa.array(["ab" * 16] * n),
+            "SpanId": pa.array([f"{i:016x}" for i in range(n)]),
+            "ProjectId": pa.array(["stored-resolution"] * n),
+            "TtftMs": pa.array(sent, pa.float64()),
+            "ItlMaxMs": pa.array(sent, pa.float64()),
+            "DecodeMs": pa.array([None] * n, pa.float64()),
+        },
+        n,
+    )
+    embedded_store.insert_spans(batch)
+    sql = "SELECT TtftMs, ItlMaxMs, DecodeMs FROM otel_traces WHERE ProjectId = 'stored-resolution' ORDER BY SpanId"
+    stored = embedded_store.backend.query_arrow(sql).to_pydict()
+    expected = [33.2998046875, 250.0, None, 0.099609375, 1234.568359375, 1e300]
+    assert stored == {"TtftMs": expected, "ItlMaxMs": expected, "DecodeMs": [None] * n}
+    assert LATENCY_COLUMNS == (
+        "TtftMs", "QueueMs", "PrefillMs", "DecodeMs", "ItlMeanMs", "ItlP50Ms", "ItlP95Ms", "ItlMaxMs",
+        "PrefetchSavedMs", "PrefetchWastedMs",
+    )  # fmt: skip
