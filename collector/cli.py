@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -200,6 +202,8 @@ def demo(
     from agentlat.demo.runner import run_demo
 
     target = resolve_endpoint(endpoint)
+    # `agentlat up` stops its demo with SIGTERM: exit through the finally blocks that stop the workers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     console.print(f"demo: sending agent runs to {target} at {rate}/s for {duration or 'ever'} s")
     columns = [TextColumn("demo agent runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console) as bar:

@@ -37,6 +37,20 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: floa
     raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
 
 
+def processes_with_env(variable: str) -> list[int]:
+    """Live processes (not zombies) whose environment holds ``variable``: what a test started, and its children."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            holds = f"{variable}=".encode() in (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if holds and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
 class ServerProcess:
     """``agentlat serve`` in a subprocess with its own data directory and port."""
 

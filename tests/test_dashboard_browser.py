@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agentlat.dashboard import fmt
 from tests.dashboard_data import start_known_server
-from tests.servers import AGENTLAT, ServerProcess, free_port, wait_for
+from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -214,10 +214,10 @@ def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
         "--dashboard-port",
         str(ui_port),
     ]
+    marker = f"AGENTLAT_TEST_UP_{os.getpid()}"  # inherited by every process `up` starts
+    env = {**os.environ, "AGENTLAT_GRPC_PORT": "0", marker: "1"}
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "AGENTLAT_GRPC_PORT": "0"}
-        )
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env)
 
     def answers(url: str) -> bool:
         assert process.poll() is None, log_path.read_text()
@@ -227,10 +227,19 @@ def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
         wait_for(lambda: answers(f"http://127.0.0.1:{api_port}/readyz"), timeout=60, interval=0.2)
         wait_for(lambda: answers(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=60, interval=0.2)
         assert f"dashboard on http://127.0.0.1:{ui_port}" in log_path.read_text()
+        wait_for(lambda: demo_spans_stored(api_port), timeout=90, interval=0.5)  # the demo's workers are running
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(30)
     wait_for(lambda: not answers_quietly(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=20, interval=0.2)
+    # nothing it started outlives it: dashboard, demo and the demo's worker processes
+    wait_for(lambda: not processes_with_env(marker), timeout=20, interval=0.5)
+
+
+def demo_spans_stored(api_port: int) -> bool:
+    params = {"metric": "span", "window": "1h"}
+    response = httpx.get(f"http://127.0.0.1:{api_port}/api/v1/percentiles", params=params, timeout=10)
+    return response.status_code == 200 and bool(response.json()["rows"])
 
 
 def answers_quietly(url: str) -> bool:

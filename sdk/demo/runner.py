@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import threading
@@ -19,12 +20,21 @@ from agentlat.demo.workload import SERVICES, run_service
 
 
 def _service_process(service: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
-                     counter: mp.Value) -> None:  # fmt: skip
+                     counter: mp.Value, parent: int) -> None:  # fmt: skip
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="agentlat-demo-parent-watch", daemon=True).start()
+
     def progress() -> None:
         with counter.get_lock():
             counter.value += 1
 
     run_service(service, endpoint, fake_url, rate, duration, seed, progress)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker once the demo process is gone: one killed outright cleans nothing up."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
 
 
 def run_demo(
@@ -43,7 +53,7 @@ def run_demo(
         workers = [
             context.Process(
                 target=_service_process,
-                args=(service, endpoint, fake.url, per_service, duration, seed + i, counter),
+                args=(service, endpoint, fake.url, per_service, duration, seed + i, counter, os.getpid()),
                 name=f"agentlat-demo-{service}",
                 daemon=True,
             )
