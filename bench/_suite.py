@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,6 +37,7 @@ from bench._figures import (
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("sdk", "normalise", "ingest", "phoenix", "query")
 TABLE_WIDTH = 170
+QUIET_HOST_REFERENCE_US = 117  # cpu_reference_us() measured on the 2-core machine of docs/benchmarks.md
 
 
 @dataclass
@@ -244,6 +246,12 @@ def git_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def cpu_reference_us() -> float:
+    """µs for one fixed piece of pure Python (best of 5): the host's speed right now. A virtual
+    machine's host can slow it, and with it every figure, by more than the load average shows."""
+    return min(timeit.repeat("sum(range(10_000))", number=200, repeat=5)) / 200 * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logs = args.logs or Path(f"/tmp/agentlat-bench-{datetime.now():%Y%m%d-%H%M%S}")
@@ -255,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     if not console.is_terminal:  # a file or a pipe: lines as wide as the table, not 80 columns
         console = Console(width=TABLE_WIDTH)
-    load = os.getloadavg()
+    load, meta["cpu_reference_us"] = os.getloadavg(), [round(cpu_reference_us())]
     console.print(f"agentlat {meta['commit']}, {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f}")
     console.print(f"steps: {', '.join(st.name for st in steps)}; full output of each in {logs}/")
     try:
@@ -270,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             for ratio in versus_phoenix(figures, s.phoenix_requests):
                 ratio.load = st.load
                 figures.append(ratio)
+    meta["cpu_reference_us"].append(round(cpu_reference_us()))
     report(figures, steps, logs, meta, console)
     return 1 if any(f.verdict == "FAILED" for f in figures) else 0
 
@@ -281,6 +290,11 @@ def report(figures: list[Figure], steps: list[Step], logs: Path, meta: dict[str,
     met = sum(f.verdict == "met" for f in figures)
     console.print(f"{met} met, {missed} missed; load = 1-minute load average at the step's start→end (2 cores = 2.0)")
     console.print("ratio: target/value for a ceiling (≤, <), value/target for a floor (≥, >); ≥ 1 means met")
+    start, end = meta["cpu_reference_us"]
+    console.print(
+        f"host speed: sum(range(10_000)) took {start} µs at the start, {end} µs at the end "
+        f"({QUIET_HOST_REFERENCE_US} on this workplace's machine when its host is quiet; every figure scales with it)"
+    )
     console.print(f"logs: {logs}/ ({', '.join(f'{st.name}.log' for st in steps)}, results.json, table.txt)")
     meta["finished"] = datetime.now().isoformat(timespec="seconds")
     meta["steps"] = {st.name: {"exit": st.exit_code, "seconds": round(st.seconds, 1), "load": st.load} for st in steps}
