@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -356,7 +357,7 @@ def test_latencies_are_stored_to_a_1024th_of_a_millisecond(embedded_store: Store
     n = len(sent)
     batch = span_batch(
         {
-            "Timestamp": pa.array([1_735_689_600_000_000_000] * n, pa.timestamp("ns", tz="UTC")),
+            "Timestamp": pa.array([time.time_ns() - 3600 * 10**9] * n, pa.timestamp("ns", tz="UTC")),  # inside the TTL
             "TraceId": pa.array(["ab" * 16] * n),
             "SpanId": pa.array([f"{i:016x}" for i in range(n)]),
             "ProjectId": pa.array(["stored-resolution"] * n),
