@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
-from tests.servers import AGENTLAT, ServerProcess, wait_for
+from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, wait_for
 from tests.test_trace_analysis_e2e import FAST as FAST_ANALYSIS
 
 
@@ -39,3 +40,29 @@ def test_demo_sends_every_agent_type(tmp_path: Path) -> None:
         assert any(d["Streaming"] and d["ItlMeanMs"] for d in derived if d["Role"] == "model")
     finally:
         server.stop()
+
+
+def test_demo_workers_exit_when_the_demo_is_killed_outright(tmp_path: Path) -> None:
+    """SIGKILL runs no cleanup in the demo process: its workers must notice and exit on their own."""
+    marker = f"AGENTLAT_TEST_DEMO_{os.getpid()}"
+    command = [AGENTLAT, "demo", "--endpoint", f"http://127.0.0.1:{free_port()}", "--rate", "1", "--duration", "0"]
+    with open(tmp_path / "demo.log", "wb") as log:
+        demo = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, marker: "1"})
+    try:
+        wait_for(lambda: len(spawned_workers(marker)) == 3, timeout=120, interval=0.5)
+    finally:
+        demo.kill()
+        demo.wait(10)
+    wait_for(lambda: not processes_with_env(marker), timeout=20, interval=0.5)
+
+
+def spawned_workers(marker: str) -> list[int]:
+    """The demo's worker processes: started by multiprocessing's spawn, one per service."""
+    found = []
+    for pid in processes_with_env(marker):
+        try:
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
