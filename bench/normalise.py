@@ -16,10 +16,9 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from agentlat.collector.normalise import EventTimes, derive
+from agentlat.collector.normalise import NO_EVENTS, EventTimes, derive
 
 TARGET_US = 10.0
-NO_EVENTS = EventTimes([], [])
 ROUNDS = 7
 POOL = 500  # spans per type, derived once per round
 MS = 1_000_000

@@ -31,7 +31,7 @@ from agentlat import semconv as sc
 from agentlat.store.schema import DERIVED_DEFAULTS, DERIVED_NAMES
 from agentlat.stream_stats import gap_stats
 
-__all__ = ["DIALECTS", "INNER_OF_MODEL_CALL", "Dialect", "EventTimes", "derive"]
+__all__ = ["DIALECTS", "INNER_OF_MODEL_CALL", "NO_EVENTS", "Dialect", "EventTimes", "derive"]
 
 Event = tuple[str, int, Mapping[str, object]]
 
@@ -44,7 +44,7 @@ class EventTimes(NamedTuple):
     times: Sequence[int]
 
 
-_NO_EVENTS = EventTimes((), ())
+NO_EVENTS = EventTimes((), ())
 Converter = Callable[[object], object]
 Sources = Mapping[str, str | tuple[str, ...]]  # column -> attribute(s), preferred first
 
@@ -651,7 +651,7 @@ def _unix_ns(value: object) -> int | None:
 def _events(events: object, out: _Out) -> EventTimes:
     if type(events) is not list and (not isinstance(events, Sequence) or isinstance(events, str | bytes)):
         out.flag("bad_event")
-        return _NO_EVENTS
+        return NO_EVENTS
     names: list[str] = []
     times: list[int] = []
     for event in events:

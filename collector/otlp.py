@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from agentlat.collector.normalise import EventTimes, derive
+from agentlat.collector.normalise import NO_EVENTS, EventTimes, derive
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
@@ -258,7 +258,7 @@ _NESTED_COLUMNS = (
     "Links.TraceId", "Links.SpanId", "Links.TraceState", "Links.Attributes", "IngestFlags",
 )  # fmt: skip
 _SpanEvents = tuple[EventTimes, list[list[tuple[str, str]]]]  # names and times, and each event's attributes as text
-_NO_EVENTS: _SpanEvents = (EventTimes((), ()), [])
+_NO_SPAN_EVENTS: _SpanEvents = (NO_EVENTS, [])
 _NO_NESTED = ([], [], [], [], [], [], [], [])  # a span without events, links or flags (the usual case)
 _derived_values = operator.itemgetter(*DERIVED_NAMES)
 
@@ -323,7 +323,7 @@ def _append_span(
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     flags = _time_flags(start, end, received_ns, limits)
     typed = _attributes(span.attributes, limits, flags, cols.attributes)
-    events = _events(span.events, limits, flags) if span.events else _NO_EVENTS
+    events = _events(span.events, limits, flags) if span.events else _NO_SPAN_EVENTS
     name, kind, status = span.name, _enum_name(SPAN_KINDS, span.kind), span.status
     derived, derive_flags = derive(name, kind, start, max(end, start), typed, events[0])
     flags.extend(derive_flags)
@@ -337,7 +337,7 @@ def _append_span(
     )  # fmt: skip
     cols.derived.append(_derived_values(derived))
     links = span.links
-    if events is not _NO_EVENTS or links or flags:
+    if events is not _NO_SPAN_EVENTS or links or flags:
         cols.nested.append(_nested(events, links, limits, flags))
     else:
         cols.nested.append(_NO_NESTED)
