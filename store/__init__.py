@@ -174,9 +174,10 @@ class Store:
         return self.backend.query_arrow(sql, params).to_pylist()
 
     # --- per-trace analysis and rollups ---------------------------------------------
-    def analysis_input(self, project: str, trace_ids: Sequence[str]) -> list[dict[str, Any]]:
+    def analysis_input(self, project: str, trace_ids: Sequence[str]) -> pa.Table:
+        """The spans of these traces, one row each, columns named after the analysis's SpanRecord fields."""
         sql, params = analysis.analysis_input_sql(project, trace_ids)
-        return self.backend.query_arrow(sql, params).to_pylist()
+        return self.backend.query_arrow(sql, params)
 
     def write_traces(self, rows: pa.Table) -> None:
         self.backend.insert_arrow("agentlat_traces", rows)

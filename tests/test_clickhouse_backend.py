@@ -227,7 +227,7 @@ def test_same_sql_same_answers_as_chdb(embedded_store: Store, clickhouse_url: st
             lambda s: s.trace_spans("same-sql", spans[0].trace_id),
             lambda s: s.percentiles("model", ["route", "model"], where),
             lambda s: s.traces(where, sort="slowest"),
-            lambda s: s.analysis_input("same-sql", [spans[0].trace_id, spans[5].trace_id]),
+            lambda s: s.analysis_input("same-sql", [spans[0].trace_id, spans[5].trace_id]).to_pylist(),
             lambda s: s.count_spans("same-sql"),
         ):
             answer = read(server_store)

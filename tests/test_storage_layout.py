@@ -219,7 +219,7 @@ def state():
         "rows": query(ROWS),
         "stored rows": query("SELECT count() AS n FROM otel_traces")[0]["n"],
         "traces": {t: store.trace_spans(project[t], t) for t in trace_ids},
-        "analysis input": sorted(map(str, store.analysis_input(project[trace_ids[0]], trace_ids[:50]))),
+        "analysis input": sorted(map(str, store.analysis_input(project[trace_ids[0]], trace_ids[:50]).to_pylist())),
     }
 
 
