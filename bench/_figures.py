@@ -95,6 +95,22 @@ def parse_normalise(text: str) -> list[Figure]:
     return figures
 
 
+# --- bench/stages.py ----------------------------------------------------------------------------
+def parse_stages(text: str) -> list[Figure]:
+    """Each stage's CPU µs per span, and the 2-core ceilings of all stages and of the best case."""
+    figures = []
+    for line in text.splitlines():
+        m = re.match(rf"^(stage: .+?|all stages.+?|best case.+?)\s+({NUMBER})\s+({NUMBER})$", line.strip())
+        if not m:
+            continue
+        name, us, most = m.group(1), number(m.group(2)), number(m.group(3))
+        if name.startswith("stage: "):
+            figures.append(Figure(f"ingest CPU: {name[7:]}", us, "µs/span"))
+        else:
+            figures.append(Figure(f"ingest ceiling on 2 cores: {name}", most, "spans/s", note=f"{us:.1f} CPU µs/span"))
+    return figures
+
+
 # --- bench/ingest.py ----------------------------------------------------------------------------
 INGEST_ROWS: dict[str, tuple[str, float | None, str]] = {
     "acknowledged (durable) spans/s": ("spans/s", INGEST_TARGET, ">="),

@@ -31,11 +31,12 @@ from bench._figures import (
     parse_phoenix,
     parse_query,
     parse_sdk,
+    parse_stages,
     versus_phoenix,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ("sdk", "normalise", "ingest", "phoenix", "query")
+STEPS = ("sdk", "normalise", "stages", "ingest", "phoenix", "query")
 TABLE_WIDTH = 170
 QUIET_HOST_REFERENCE_US = 117  # cpu_reference_us() measured on the 2-core machine of docs/benchmarks.md
 
@@ -87,6 +88,7 @@ def plan(s: Sizes, logs: Path, meta: dict[str, object]) -> list[Step]:
     return [
         Step("sdk", "SDK overhead", [*py, "-m", "bench.sdk_overhead"], parse_sdk),
         Step("normalise", "normaliser µs/span", [*py, "-m", "bench.normalise"], parse_normalise),
+        Step("stages", "ingest CPU by stage", [*py, "-m", "bench.stages"], parse_stages),
         Step(
             "ingest",
             f"agentlat ingest, {s.ingest_requests} x 1,000 spans",

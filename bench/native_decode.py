@@ -131,6 +131,11 @@ def flatten_sql(path: Path, schema: str) -> str:
     SETTINGS format_schema = '{schema}', input_format_protobuf_oneof_presence = 1"""
 
 
+def framed(bodies: list[bytes]) -> bytes:
+    """Request bodies as one length-delimited stream, as the ``Protobuf`` input format reads them."""
+    return b"".join(_VarintBytes(len(body)) + body for body in bodies)
+
+
 def cpu_us_per_span(run: Callable[[], int], rounds: int) -> tuple[float, int]:
     """Best round's CPU µs per span, and the spans it produced."""
     best, spans = float("inf"), 0
@@ -155,9 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             def run() -> int:
                 rows = 0
                 for first in range(0, len(bodies), per_query):
-                    batch_file.write_bytes(
-                        b"".join(_VarintBytes(len(b)) + b for b in bodies[first : first + per_query])
-                    )
+                    batch_file.write_bytes(framed(bodies[first : first + per_query]))
                     rows += connection.query(flatten_sql(batch_file, schema), "ArrowTable").num_rows
                 return rows
 
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         for per_query in sorted({1, 10, len(bodies)}):
             label = f"chDB Protobuf format, {per_query} request(s) a query"
             figures.append((label, *cpu_us_per_span(chdb_rows(per_query), args.rounds)))
-        batch_file.write_bytes(b"".join(_VarintBytes(len(b)) + b for b in bodies))
+        batch_file.write_bytes(framed(bodies))
         native: pa.Table = connection.query(flatten_sql(batch_file, schema), "ArrowTable")
         python = pa.concat_tables(decode(b, True, "default", 0, Limits()).batch for b in bodies)
     baseline = figures[0][1]
