@@ -57,6 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
+from operator import attrgetter
 
 from agentlat import semconv as sc
 
@@ -172,6 +173,8 @@ class _Tree:
     partial: bool
     lo: int  # the root's window
     hi: int
+    is_call: list[bool]  # per span: a client model call
+    is_tool: list[bool]
 
 
 def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
@@ -179,17 +182,12 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
     if not spans:
         raise ValueError("analyse() needs the spans of one trace; got none")
     tree = _assemble(spans)
-    segments, windows = _walk(tree)
-    split = {MODEL: 0, TOOL: 0, ORCHESTRATION: 0, **dict.fromkeys(PHASES, 0)}
-    for seg in segments:
-        split[seg.category] += seg.end_ns - seg.start_ns
-        if seg.phase:
-            split[seg.phase] += seg.end_ns - seg.start_ns
+    segments, split, windows = _walk(tree)
     groups = _parallel_groups(tree, windows)
-    model_sum, tool_sum = _sum(tree, _is_client_model), _sum(tree, _is_tool)
-    on_path = split[MODEL] + split[TOOL]
     root, ordered = tree.spans[tree.root], tree.spans
-    path = sorted(windows, key=lambda i: (windows[i][0], windows[i][2], i))
+    model_sum, tool_sum = _sum(ordered, tree.is_call), _sum(ordered, tree.is_tool)
+    on_path = split[MODEL] + split[TOOL]
+    path = sorted((lo, depth, i) for i, (lo, _, depth) in windows.items())
     return TraceAnalysis(
         root_span_id=root.span_id,
         root_name=root.name,
@@ -205,22 +203,21 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
         queue_ns=split["queue"],
         prefill_ns=split["prefill"],
         decode_ns=split["decode"],
-        critical_path=tuple(tree.spans[i].span_id for i in path),
+        critical_path=tuple(ordered[i].span_id for _, _, i in path),
         segments=tuple(segments),
         model_sum_ns=model_sum,
         tool_sum_ns=tool_sum,
         parallelism=(model_sum + tool_sum) / on_path if on_path > 0 else 1.0,
-        model_calls=sum(map(_is_client_model, ordered)),
-        tool_calls=sum(map(_is_tool, ordered)),
+        model_calls=sum(tree.is_call),
+        tool_calls=sum(tree.is_tool),
         errors=sum(s.error for s in ordered),
         span_count=len(ordered),
-        first_ttft_ms=next((s.ttft_ms for s in ordered if _is_client_model(s) and s.ttft_ms is not None), None),
-        prefetch_hits=sum(s.prefetch_outcome == "hit" for s in ordered),
-        prefetch_misses=sum(s.prefetch_outcome in ("miss", "cancelled") for s in ordered),
-        prefetch_saved_ms=sum(s.prefetch_saved_ms or 0.0 for s in ordered),
-        prefetch_wasted_ms=sum(s.prefetch_wasted_ms or 0.0 for s in ordered),
+        first_ttft_ms=next(
+            (s.ttft_ms for s, c in zip(ordered, tree.is_call, strict=True) if c and s.ttft_ms is not None), None
+        ),
         parallelisable=tuple(groups),
         parallel_saving_ns=sum(g.saving_ns for g in groups),
+        **_prefetch(ordered),
         **_server_join(tree),
     )
 
@@ -247,7 +244,9 @@ def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
     partial = not roots
     lo = min(s.start_ns for s in ordered) if partial else ordered[root].start_ns
     hi = max(s.end_ns for s in ordered) if partial else ordered[root].end_ns
-    return _Tree(ordered, parent, children, order, root, partial, lo, hi)
+    is_call = [s.role == MODEL and not s.is_server_span and not s.phase for s in ordered]
+    is_tool = [s.role == TOOL for s in ordered]
+    return _Tree(ordered, parent, children, order, root, partial, lo, hi, is_call, is_tool)
 
 
 def _dedupe(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
@@ -272,6 +271,8 @@ def _parents(spans: list[SpanRecord]) -> list[int]:
     parent = [
         index.get(s.parent_span_id, -1) if s.parent_span_id and s.parent_span_id != s.span_id else -1 for s in spans
     ]
+    if all(p < i for i, p in enumerate(parent)):  # every parent sorts first (the usual case): no cycle possible
+        return parent
     state = [0] * len(spans)  # 0 unseen, 1 on the current chain, 2 done
     for start in range(len(spans)):
         chain, i = [], start
@@ -289,125 +290,157 @@ def _parents(spans: list[SpanRecord]) -> list[int]:
 # --- critical path ----------------------------------------------------------------------
 
 
-def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[int, tuple[int, int, int]]]:
-    """Segments in time order, and the walked window (lo, hi, depth) of each span on the path."""
-    category, phase = _attribution(tree)
-    raw: list[tuple[int, int, int]] = []
+def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tuple[int, int, int]]]:
+    """Segments in time order, their total per category and phase, and the walked window (lo, hi, depth) of each
+    span on the path."""
+    spans, children = tree.spans, tree.children
+    own: list[tuple[int, int, str, str, str]] = []  # (lo, hi, span id, category, phase) of each span's own time
     windows: dict[int, tuple[int, int, int]] = {}
-    stack = [(tree.root, tree.lo, tree.hi, 0)]
+    stack = [(tree.root, tree.lo, tree.hi, 0, ORCHESTRATION, "")]
     while stack:
-        node, lo, hi, depth = stack.pop()
+        node, lo, hi, depth, category, phase = stack.pop()
         windows[node] = (lo, hi, depth)
+        span_id = spans[node].span_id
+        category, phase = _attribution(spans[node], category, phase)
+        seg_phase = phase if category == MODEL else ""  # children inherit phase; segments carry it as model time only
         cursor = hi
-        for c_lo, c_hi, child in _clamped_children(tree, node, lo, hi):
-            if c_hi > cursor:
-                continue
-            if c_hi < cursor:
-                raw.append((c_hi, cursor, node))
-            stack.append((child, c_lo, c_hi, depth + 1))
-            cursor = c_lo
+        if children[node]:  # most spans are leaves
+            for neg_hi, c_lo, child in _clamped_children(spans, children[node], lo, hi):
+                if -neg_hi > cursor:
+                    continue
+                if -neg_hi < cursor:
+                    own.append((-neg_hi, cursor, span_id, category, seg_phase))
+                stack.append((child, c_lo, -neg_hi, depth + 1, category, phase))
+                cursor = c_lo
         if lo < cursor:
-            raw.append((lo, cursor, node))
-    segments: list[PathSegment] = []
-    for lo, hi, node in sorted(raw):
-        for a, b, cat in _split_root_time(tree, node, lo, hi, category[node]):
-            segments.append(PathSegment(tree.spans[node].span_id, a, b, cat, phase[node] if cat == MODEL else ""))
-    return segments, windows
+            own.append((lo, cursor, span_id, category, seg_phase))
+    own.sort()
+    if tree.partial:
+        own = _split_root_time(tree, own)
+    split = {MODEL: 0, TOOL: 0, ORCHESTRATION: 0, **dict.fromkeys(PHASES, 0)}
+    for lo, hi, _, category, phase in own:
+        split[category] += hi - lo
+        if phase:
+            split[phase] += hi - lo
+    return [PathSegment(span_id, lo, hi, c, p) for lo, hi, span_id, c, p in own], split, windows
 
 
-def _clamped_children(tree: _Tree, node: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
-    """Children clamped to [lo, hi], zero-length ones dropped, latest end first (ties: earliest start)."""
-    children = tree.children[node]
-    if not children:  # most spans are leaves
-        return []
-    keyed = []  # sorted as (-end, start, index): no key function
+def _attribution(span: SpanRecord, parent_category: str, parent_phase: str) -> tuple[str, str]:
+    """The category a span's own time counts as, and the model phase it lies in, given its parent's."""
+    if span.role == MODEL or span.is_server_span or span.phase:
+        category = MODEL
+    elif span.role == TOOL:
+        category = TOOL
+    else:
+        category = parent_category
+    if span.phase in PHASES:
+        return category, span.phase
+    return category, parent_phase if span.role not in (MODEL, TOOL) else ""
+
+
+def _clamped_children(spans: list[SpanRecord], children: list[int], lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """(-end, start, child) clamped to [lo, hi], zero-length ones dropped, latest end first (ties: earliest start)."""
+    keyed = []
     for c in children:
-        span = tree.spans[c]
+        span = spans[c]
         c_lo, c_hi = max(span.start_ns, lo), min(span.end_ns, hi)
         if c_hi > c_lo:
             keyed.append((-c_hi, c_lo, c))
     keyed.sort()
-    return [(c_lo, -neg_hi, c) for neg_hi, c_lo, c in keyed]
+    return keyed
 
 
-def _split_root_time(tree: _Tree, node: int, lo: int, hi: int, cat: str) -> list[tuple[int, int, str]]:
+def _split_root_time(tree: _Tree, own: list[tuple[int, int, str, str, str]]) -> list[tuple[int, int, str, str, str]]:
     """A partial trace's root owns only its real interval; the widened rest is orchestration."""
-    if not (tree.partial and node == tree.root):
-        return [(lo, hi, cat)]
-    real_lo, real_hi = tree.spans[node].start_ns, tree.spans[node].end_ns
-    cuts = sorted({lo, hi, min(max(real_lo, lo), hi), min(max(real_hi, lo), hi)})
-    return [(a, b, cat if real_lo <= a and b <= real_hi else ORCHESTRATION) for a, b in pairwise(cuts)]
-
-
-def _attribution(tree: _Tree) -> tuple[list[str], list[str]]:
-    """Per span: the category its own time counts as, and the model phase it lies in."""
-    category, phase = [ORCHESTRATION] * len(tree.spans), [""] * len(tree.spans)
-    for i in tree.order:
-        span, p = tree.spans[i], tree.parent[i]
-        inherited_cat, inherited_phase = (category[p], phase[p]) if p != -1 else (ORCHESTRATION, "")
-        if span.role == MODEL or span.is_server_span or span.phase:
-            category[i] = MODEL
-        elif span.role == TOOL:
-            category[i] = TOOL
-        else:
-            category[i] = inherited_cat
-        if span.phase in PHASES:
-            phase[i] = span.phase
-        elif span.role not in (MODEL, TOOL):
-            phase[i] = inherited_phase
-    return category, phase
+    root = tree.spans[tree.root]
+    real_lo, real_hi = root.start_ns, root.end_ns
+    pieces = []
+    for lo, hi, span_id, category, phase in own:
+        if span_id != root.span_id:
+            pieces.append((lo, hi, span_id, category, phase))
+            continue
+        cuts = sorted({lo, hi, min(max(real_lo, lo), hi), min(max(real_hi, lo), hi)})
+        for a, b in pairwise(cuts):
+            inside = real_lo <= a and b <= real_hi
+            pieces.append((a, b, span_id, category, phase) if inside else (a, b, span_id, ORCHESTRATION, ""))
+    return pieces
 
 
 # --- sums, joins and what-ifs -----------------------------------------------------------
 
 
-def _is_client_model(span: SpanRecord) -> bool:
-    return span.role == MODEL and not span.is_server_span and not span.phase
-
-
-def _is_tool(span: SpanRecord) -> bool:
-    return span.role == TOOL
-
-
-def _duration(span: SpanRecord) -> int:
-    return span.end_ns - span.start_ns
-
-
-def _sum(tree: _Tree, keep: Callable[[SpanRecord], bool]) -> int:
-    return sum(_duration(s) for s in tree.spans if keep(s))
+def _sum(spans: list[SpanRecord], keep: list[bool]) -> int:
+    return sum(s.end_ns - s.start_ns for s, k in zip(spans, keep, strict=True) if k)
 
 
 def _first(spans: list[SpanRecord], field: str) -> str:
     return next((str(getattr(s, field)) for s in spans if getattr(s, field)), "")
 
 
+def _prefetch(spans: list[SpanRecord]) -> dict[str, object]:
+    """Prefetch outcome counts and saved/wasted sums over all spans."""
+    if not any(
+        s.prefetch_outcome or s.prefetch_saved_ms is not None or s.prefetch_wasted_ms is not None for s in spans
+    ):
+        return _NO_PREFETCH  # most traces: skip four passes that would sum zeros
+    return {
+        "prefetch_hits": sum(s.prefetch_outcome == "hit" for s in spans),
+        "prefetch_misses": sum(s.prefetch_outcome in ("miss", "cancelled") for s in spans),
+        "prefetch_saved_ms": sum(s.prefetch_saved_ms or 0.0 for s in spans),
+        "prefetch_wasted_ms": sum(s.prefetch_wasted_ms or 0.0 for s in spans),
+    }
+
+
+_NO_PREFETCH: dict[str, object] = {
+    "prefetch_hits": 0,
+    "prefetch_misses": 0,
+    "prefetch_saved_ms": 0.0,
+    "prefetch_wasted_ms": 0.0,
+}
+
+_CACHE_PAIR = attrgetter("cache_read_tokens", "input_tokens")
+_SPEC_PAIR = attrgetter("spec_accepted_tokens", "spec_proposed_tokens")
+
+
 def _server_join(tree: _Tree) -> dict[str, object]:
     """server_ns, client_wait_ns and the ratios that may fall back on a joined server span."""
+    joined = _joined_servers(tree) if any(s.is_server_span for s in tree.spans) else {}
+    server = {m: sum(_duration(tree.spans[s]) for s in ss) for m, ss in joined.items()}
+    calls = [i for i, c in enumerate(tree.is_call) if c]
+    return {
+        "server_ns": sum(server.values()),
+        "client_wait_ns": sum(max(0, _duration(tree.spans[m]) - t) for m, t in server.items()),
+        "cache_hit_ratio": _ratio(tree, calls, joined, _CACHE_PAIR),
+        "spec_acceptance": _ratio(tree, calls, joined, _SPEC_PAIR),
+    }
+
+
+def _joined_servers(tree: _Tree) -> dict[int, list[int]]:
+    """Client model call -> the outermost server spans below it."""
     call, under_server = [-1] * len(tree.spans), [False] * len(tree.spans)
     joined: dict[int, list[int]] = {}
     for i in tree.order:
         span, p = tree.spans[i], tree.parent[i]
-        if _is_client_model(span):
+        if tree.is_call[i]:
             call[i] = i
         elif p != -1:
             call[i], under_server[i] = call[p], under_server[p] or tree.spans[p].is_server_span
         if span.is_server_span and call[i] != -1 and not under_server[i]:
             joined.setdefault(call[i], []).append(i)
-    server = {m: sum(_duration(tree.spans[s]) for s in ss) for m, ss in joined.items()}
-    calls = [i for i, s in enumerate(tree.spans) if _is_client_model(s)]
-    return {
-        "server_ns": sum(server.values()),
-        "client_wait_ns": sum(max(0, _duration(tree.spans[m]) - t) for m, t in server.items()),
-        "cache_hit_ratio": _ratio(tree, calls, joined, "cache_read_tokens", "input_tokens"),
-        "spec_acceptance": _ratio(tree, calls, joined, "spec_accepted_tokens", "spec_proposed_tokens"),
-    }
+    return joined
 
 
-def _ratio(tree: _Tree, calls: list[int], joined: dict[int, list[int]], num: str, den: str) -> float | None:
+def _duration(span: SpanRecord) -> int:
+    return span.end_ns - span.start_ns
+
+
+def _ratio(
+    tree: _Tree, calls: list[int], joined: dict[int, list[int]], pair: Callable[[SpanRecord], tuple]
+) -> float | None:
     top = bottom = 0
     for m in calls:
         for i in (m, *joined.get(m, ())):
-            a, b = getattr(tree.spans[i], num), getattr(tree.spans[i], den)
+            a, b = pair(tree.spans[i])
             if a is not None and b is not None:
                 top, bottom = top + a, bottom + b
                 break
@@ -415,26 +448,37 @@ def _ratio(tree: _Tree, calls: list[int], joined: dict[int, list[int]], num: str
 
 
 def _parallel_groups(tree: _Tree, windows: dict[int, tuple[int, int, int]]) -> list[ParallelGroup]:
-    deciding = _contains_client_model(tree)
+    deciding: list[bool] | None = None  # computed on first need: most spans are leaves
     runs: list[list[int]] = []
     for kids in tree.children:
-        run: list[int] = []
-        call_ids: set[str] = set()  # tool_call_ids of the run's members
-        deciders: list[int] = []  # starts of deciding siblings seen since the run's last member
-        for k in kids:  # index order is start order
-            span = tree.spans[k]
-            if not _is_tool(span):
-                if deciding[k]:
-                    deciders.append(span.start_ns)
-                continue
-            if not (run and _extends(tree.spans[run[-1]], span, deciders, call_ids)):
-                runs.append(run)
-                run, call_ids = [], set()
-            run.append(k)
-            call_ids.add(span.tool_call_id)
-            deciders = []
-        runs.append(run)
-    return [_group(tree, run, windows) for run in sorted(r for r in runs if len(r) >= 2)]  # by first start
+        if len(kids) < 2:
+            continue
+        if deciding is None:
+            deciding = _contains_client_model(tree)
+        runs.extend(_serial_runs(tree, kids, deciding))
+    return [_group(tree, run, windows) for run in sorted(runs)]  # by first start
+
+
+def _serial_runs(tree: _Tree, kids: list[int], deciding: list[bool]) -> list[list[int]]:
+    """The maximal serial runs of two or more tool calls among these siblings."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    call_ids: set[str] = set()  # tool_call_ids of the run's members
+    deciders: list[int] = []  # starts of deciding siblings seen since the run's last member
+    for k in kids:  # index order is start order
+        span = tree.spans[k]
+        if not tree.is_tool[k]:
+            if deciding[k]:
+                deciders.append(span.start_ns)
+            continue
+        if not (run and _extends(tree.spans[run[-1]], span, deciders, call_ids)):
+            runs.append(run)
+            run, call_ids = [], set()
+        run.append(k)
+        call_ids.add(span.tool_call_id)
+        deciders = []
+    runs.append(run)
+    return [r for r in runs if len(r) >= 2]
 
 
 def _extends(prev: SpanRecord, span: SpanRecord, deciders: list[int], call_ids: set[str]) -> bool:
@@ -444,7 +488,7 @@ def _extends(prev: SpanRecord, span: SpanRecord, deciders: list[int], call_ids: 
 
 
 def _contains_client_model(tree: _Tree) -> list[bool]:
-    has = [_is_client_model(s) for s in tree.spans]
+    has = tree.is_call.copy()
     for i in reversed(tree.order):
         if has[i] and tree.parent[i] != -1:
             has[tree.parent[i]] = True
