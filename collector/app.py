@@ -27,7 +27,7 @@ from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
 from agentlat.collector.config import Settings
 from agentlat.collector.grpc_receiver import start_grpc_server
-from agentlat.collector.ingest import Ingestor
+from agentlat.collector.ingest import Ingestor, default_decode_workers
 from agentlat.collector.metrics import CONTENT_TYPE, CollectorMetrics
 from agentlat.collector.otlp import Limits
 from agentlat.collector.pipeline import IngestPipeline
@@ -118,7 +118,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.assembler = assembler
     app.state.rollups = rollups
     metrics = CollectorMetrics(pipeline, assembler, rollups)
-    ingestor = Ingestor(pipeline, Limits(), metrics, decode_workers=settings.decode_workers)
+    workers = default_decode_workers() if settings.decode_workers is None else settings.decode_workers
+    ingestor = Ingestor(pipeline, Limits(), metrics, decode_workers=workers)
     app.state.ingestor = ingestor
     app.include_router(receiver.make_router(ingestor, settings.max_body_bytes, project_of))
     app.include_router(api.make_router(store, project_of))

@@ -25,7 +25,7 @@ class Settings:
     max_pending_bytes: int = 256 * MIB
     batch_rows: int = 50_000
     flush_interval: float = 1.0
-    decode_workers: int = 0  # processes that decode OTLP bodies; 0 decodes in the server's threads
+    decode_workers: int | None = None  # processes that decode OTLP/HTTP bodies (0: the server's threads; None: auto)
     ttl_days: int = 180
     trace_grace_seconds: float = 5.0
     partial_trace_timeout_seconds: float = 300.0
@@ -82,7 +82,19 @@ def _boolean(raw: str) -> bool:
     raise ValueError(raw)
 
 
-_EXPECTED = {int: "whole number", float: "number", _boolean: "boolean (1/0, true/false)"}
+def _count(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(raw)
+    return value
+
+
+_EXPECTED = {
+    int: "whole number",
+    _count: "whole number, 0 or more",
+    float: "number",
+    _boolean: "boolean (1/0, true/false)",
+}
 
 
 def _parse(var: str, raw: str, parse: Any) -> Any:
@@ -103,7 +115,7 @@ _ENV: tuple[tuple[str, str, Any], ...] = (
     ("ttl_days", "AGENTLAT_TTL_DAYS", int),
     ("flush_interval", "AGENTLAT_FLUSH_INTERVAL", float),
     ("batch_rows", "AGENTLAT_BATCH_ROWS", int),
-    ("decode_workers", "AGENTLAT_DECODE_WORKERS", int),
+    ("decode_workers", "AGENTLAT_DECODE_WORKERS", _count),
     ("trace_grace_seconds", "AGENTLAT_TRACE_GRACE", float),
     ("partial_trace_timeout_seconds", "AGENTLAT_PARTIAL_TRACE_TIMEOUT", float),
     ("rollup_settle_seconds", "AGENTLAT_ROLLUP_SETTLE", float),

@@ -1,9 +1,11 @@
 """What every OTLP receiver does with a request, whatever the protocol: turn it into a
 batch, log it durably, and count what happened.
 
-Decoding is most of the CPU an ingested span costs and holds the GIL, so with
-``decode_workers`` it runs in that many worker processes, which take the raw body and send
-back the Arrow batch.
+Decoding is most of the CPU an ingested span costs and holds the GIL, so it runs in
+``decode_workers`` worker processes (by default as many as requests are decoded at once, on a
+machine with two cores or more), which take the raw body and send back the Arrow batch; the
+server's own GIL is left to the writer, trace analysis and HTTP. A worker that dies (killed,
+out of memory) costs the requests it held a 503 and is replaced.
 """
 
 from __future__ import annotations
@@ -11,20 +13,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentlat.collector.metrics import CollectorMetrics
 from agentlat.collector.otlp import DecodedBatch, Limits, parse_json, parse_protobuf, to_batch
 from agentlat.collector.pipeline import Backpressure, IngestPipeline
+from agentlat.processes import exit_with_parent
 
 log = logging.getLogger("agentlat.collector")
 
 
+DECODE_CONCURRENCY = 2  # requests decoded at once: a decoded request takes ~10x its body in memory
+
+
 class LogUnavailable(Exception):
     """The write-ahead log could not be written (disk full, read-only); retry later."""
+
+
+class DecoderUnavailable(Exception):
+    """A decode worker died while it held the request; a new one takes the next request."""
+
+
+def default_decode_workers() -> int:
+    """One worker per request decoded at once, when there is a second core for them to use."""
+    cores = len(os.sched_getaffinity(0))
+    return min(cores, DECODE_CONCURRENCY) if cores >= 2 else 0
 
 
 def decode(body: bytes, protobuf: bool, project: str, received_ns: int, limits: Limits) -> DecodedBatch:
@@ -42,16 +60,31 @@ class Ingestor:
         self._pool: ProcessPoolExecutor | None = None
 
     async def decode(self, body: bytes, protobuf: bool, project: str) -> DecodedBatch:
-        """Decode off the event loop: in a worker process when there are any, else a thread."""
+        """Decode off the event loop: in a worker process when there are any, else a thread.
+        Raise DecoderUnavailable when the worker died on the way."""
         args = (body, protobuf, project, time.time_ns(), self.limits)
-        return await asyncio.get_running_loop().run_in_executor(self._executor(), decode, *args)
+        pool = self._executor()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, decode, *args)
+        except BrokenProcessPool:
+            self._replace(pool)
+            raise DecoderUnavailable("a decode worker died while decoding this request; retry it") from None
 
     def _executor(self) -> ProcessPoolExecutor | None:
         if self.decode_workers and self._pool is None:
             # spawn, not fork: the store's threads (chDB) must not be forked mid-flight
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.decode_workers, mp_context=context)
+            self._pool = ProcessPoolExecutor(
+                self.decode_workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+            )
         return self._pool
+
+    def _replace(self, broken: ProcessPoolExecutor | None) -> None:
+        """Drop a broken pool (once, however many requests saw it break); the next request starts a new one."""
+        if broken is not None and broken is self._pool:
+            log.error("a decode worker process died; starting new workers")
+            self._pool = None
+            broken.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         if self._pool is not None:

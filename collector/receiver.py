@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.collector.auth import AuthError
-from agentlat.collector.ingest import Ingestor, LogUnavailable
+from agentlat.collector.ingest import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable
 from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
 from agentlat.collector.pipeline import Backpressure
 
@@ -35,9 +35,6 @@ class RejectedRequest(Exception):
     def __init__(self, status: int, code: int, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
-
-
-DECODE_CONCURRENCY = 2  # a decoded request takes ~10x its body in memory: bound how many at once
 
 
 def make_router(ingestor: Ingestor, max_body_bytes: int, project_of: Callable[[Request], str]) -> APIRouter:
@@ -153,6 +150,8 @@ async def _decode(ingestor: Ingestor, body: bytes, media: str, project: str) -> 
         raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, str(exc)) from None
     except TooManySpans as exc:
         raise RejectedRequest(413, code_pb2.RESOURCE_EXHAUSTED, str(exc)) from None
+    except DecoderUnavailable as exc:
+        raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=1) from None
 
 
 def _record(ingestor: Ingestor, decoded: DecodedBatch) -> DecodedBatch:

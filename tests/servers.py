@@ -51,6 +51,18 @@ def processes_with_env(variable: str) -> list[int]:
     return found
 
 
+def spawned_workers(variable: str) -> list[int]:
+    """Processes holding ``variable`` that multiprocessing's spawn started (workers of a test's process)."""
+    found = []
+    for pid in processes_with_env(variable):
+        try:
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 class ServerProcess:
     """``agentlat serve`` in a subprocess with its own data directory and port."""
 

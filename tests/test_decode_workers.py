@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import httpx
 import pytest
+from google.rpc import code_pb2
+from google.rpc.status_pb2 import Status
 
-from agentlat.collector.ingest import Ingestor
+from agentlat.collector.config import Settings
+from agentlat.collector.ingest import DECODE_CONCURRENCY, Ingestor, default_decode_workers
 from agentlat.collector.otlp import DecodedBatch, Limits, OtlpDecodeError, TooManySpans
+from agentlat.errors import ConfigError
 from tests.otlp_payloads import SpanSpec, new_trace_id, otlp_json, otlp_protobuf
-from tests.servers import ServerProcess, wait_for
+from tests.servers import ServerProcess, spawned_workers, wait_for
 
 LIMITS = Limits(max_spans=5)
 
@@ -75,3 +81,70 @@ def test_a_server_with_decode_workers_stores_what_it_acknowledges(tmp_path: Path
         )
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(1, 0), (2, 2), (8, DECODE_CONCURRENCY)])
+def test_by_default_one_worker_per_concurrent_decode_when_a_second_core_exists(
+    monkeypatch: pytest.MonkeyPatch, cores: int, workers: int
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert default_decode_workers() == workers
+
+
+def test_the_worker_count_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTLAT_DECODE_WORKERS", raising=False)
+    assert Settings.from_env().decode_workers is None  # the default: default_decode_workers()
+    monkeypatch.setenv("AGENTLAT_DECODE_WORKERS", "0")
+    assert Settings.from_env().decode_workers == 0
+    monkeypatch.setenv("AGENTLAT_DECODE_WORKERS", "-1")
+    with pytest.raises(ConfigError, match=r"AGENTLAT_DECODE_WORKERS='-1' is not a valid whole number, 0 or more"):
+        Settings.from_env()
+
+
+def _post(server: ServerProcess, spans: list[SpanSpec]) -> httpx.Response:
+    headers = {"Content-Type": "application/x-protobuf"}
+    return httpx.post(f"{server.url}/v1/traces", content=otlp_protobuf(spans), headers=headers, timeout=60)
+
+
+def _stored_span_ids(server: ServerProcess, trace_id: str) -> list[str]:
+    return sorted(s["span_id"] for s in server.get(f"/api/v1/traces/{trace_id}").json().get("spans", []))
+
+
+def test_a_dead_worker_costs_its_request_a_503_and_is_replaced(tmp_path: Path) -> None:
+    marker = f"AGENTLAT_TEST_DECODE_{os.getpid()}"
+    server = ServerProcess(tmp_path, extra_env={"AGENTLAT_DECODE_WORKERS": "1", marker: "1"}).start()
+    try:
+        assert _post(server, [SpanSpec("first")]).status_code == 200  # starts the worker
+        [worker] = spawned_workers(marker)
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: worker not in spawned_workers(marker))
+
+        lost = _post(server, [SpanSpec("lost")])
+        assert (lost.status_code, lost.headers["Retry-After"]) == (503, "1")
+        status = Status.FromString(lost.content)
+        assert (status.code, status.message) == (
+            code_pb2.UNAVAILABLE,
+            "a decode worker died while decoding this request; retry it",
+        )
+        assert "a decode worker process died; starting new workers" in " ".join(server.log().split())
+
+        trace_id = new_trace_id()
+        spans = [SpanSpec(f"retried {i}", trace_id=trace_id) for i in range(3)]
+        assert _post(server, spans).status_code == 200
+        wait_for(lambda: _stored_span_ids(server, trace_id) == sorted(s.span_id for s in spans))
+        [replacement] = spawned_workers(marker)
+        assert replacement != worker
+    finally:
+        server.stop()
+    wait_for(lambda: not spawned_workers(marker), timeout=20)
+
+
+def test_workers_exit_when_the_server_is_killed_outright(tmp_path: Path) -> None:
+    marker = f"AGENTLAT_TEST_DECODE_KILL_{os.getpid()}"
+    server = ServerProcess(tmp_path, extra_env={"AGENTLAT_DECODE_WORKERS": "2", marker: "1"}).start()
+    try:
+        assert _post(server, [SpanSpec("one")]).status_code == 200
+        assert spawned_workers(marker)
+    finally:
+        server.kill()
+    wait_for(lambda: not spawned_workers(marker), timeout=20, interval=0.5)

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, wait_for
+from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, spawned_workers, wait_for
 from tests.test_trace_analysis_e2e import FAST as FAST_ANALYSIS
 
 
@@ -54,15 +54,3 @@ def test_demo_workers_exit_when_the_demo_is_killed_outright(tmp_path: Path) -> N
         demo.kill()
         demo.wait(10)
     wait_for(lambda: not processes_with_env(marker), timeout=20, interval=0.5)
-
-
-def spawned_workers(marker: str) -> list[int]:
-    """The demo's worker processes: started by multiprocessing's spawn, one per service."""
-    found = []
-    for pid in processes_with_env(marker):
-        try:
-            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            continue
-    return found

@@ -17,24 +17,18 @@ import httpx
 
 from agentlat.demo.fake_llm import FakeLLM, Scenario
 from agentlat.demo.workload import SERVICES, run_service
+from agentlat.processes import exit_with_parent
 
 
 def _service_process(service: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
                      counter: mp.Value, parent: int) -> None:  # fmt: skip
-    threading.Thread(target=_exit_with_parent, args=(parent,), name="agentlat-demo-parent-watch", daemon=True).start()
+    exit_with_parent(parent)
 
     def progress() -> None:
         with counter.get_lock():
             counter.value += 1
 
     run_service(service, endpoint, fake_url, rate, duration, seed, progress)
-
-
-def _exit_with_parent(parent: int) -> None:
-    """End this worker once the demo process is gone: one killed outright cleans nothing up."""
-    while os.getppid() == parent:
-        time.sleep(1)
-    os._exit(0)
 
 
 def run_demo(
