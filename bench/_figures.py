@@ -186,7 +186,17 @@ def parse_ingest_json(json_file: Path) -> list[Figure]:
                d["traces_analysed"] * SPANS_PER_TRACE / seconds if seconds > 0 else math.nan, "spans/s",
                INGEST_TARGET, ">="),
         Figure("ingest: analysis done after the last span stored", lag, "s", kept_up_seconds(), "<=", kept_up),
+        *(Figure(f"ingest: server CPU per span, {part}", us, "µs") for part, us in _cpu_parts(d).items()),
     ]  # fmt: skip
+
+
+def _cpu_parts(ingest: dict) -> dict[str, float]:
+    """bench/ingest.py's server CPU per span by part, under the names it prints."""
+    try:
+        from bench.ingest import CPU_PARTS
+    except ImportError:
+        return {}
+    return {CPU_PARTS[part]: us for part, us in ingest.get("cpu_us_per_span", {}).items() if part in CPU_PARTS}
 
 
 def kept_up_seconds() -> float:

@@ -4,7 +4,8 @@ processes to a real ``agentlat serve``.
 Each request holds 1,000 realistic GenAI spans (10 per trace: an agent run, 4 model calls,
 5 tool calls, ~12 attributes each). Reports acknowledged (= durable, in the write-ahead
 log) spans/s, stored spans/s, request latency p50/p99, the server's CPU seconds and peak
-RSS (with its decode worker processes, if any), and whether trace analysis kept up;
+RSS (with its decode worker processes, if any), its CPU per span by part (Python threads,
+ClickHouse merges, ClickHouse's other threads, decode workers), and whether trace analysis kept up;
 ``--json FILE`` also writes them as one JSON object.
 """
 
@@ -132,14 +133,48 @@ def _process_tree(pid: int) -> list[int]:
 
 def _cpu_seconds(pids: list[int]) -> float:
     """User + system CPU seconds of ``pids``; a process that is gone counts 0."""
-    total = 0
+    total = 0.0
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+CPU_PARTS = {
+    "python": "Python threads",
+    "merges": "ClickHouse merges",
+    "native": "ClickHouse inserts, queries (native threads)",
+    "workers": "decode workers",
+}
+
+
+def _cpu_by_part(pid: int) -> dict[str, float]:
+    """The server's CPU seconds by ``CPU_PARTS``. Python threads carry the process's own name;
+    chDB names its threads (merges run in ``MergeMutate`` ones); the workers are child processes."""
+    try:
+        own_name = Path(f"/proc/{pid}/comm").read_text().strip()
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return dict.fromkeys(CPU_PARTS, 0.0)
+    by_name = {"python": 0.0, "merges": 0.0}
+    for task in tasks:
+        try:
+            name = (task / "comm").read_text().strip()
+            seconds = _stat_cpu_seconds(task / "stat")
+        except OSError:
+            continue
+        if name == own_name or name.startswith("MergeMutate"):
+            by_name["python" if name == own_name else "merges"] += seconds
+    # Threads that ended (chDB's pools come and go) count in the process's total, so native is the rest.
+    native = _cpu_seconds([pid]) - by_name["python"] - by_name["merges"]
+    return {**by_name, "native": native, "workers": _cpu_seconds(_process_tree(pid)[1:])}
+
+
+def _stat_cpu_seconds(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _peak_rss_mb(pids: list[int]) -> float:
@@ -177,6 +212,7 @@ class Figures:
     traces_analysed: int
     analysis_seconds: float
     analysis_kept_up: bool
+    cpu_us_per_span: dict[str, float]  # by CPU_PARTS
 
     def rows(self) -> list[tuple[str, float, str, str]]:
         kept_up = "kept up" if self.analysis_kept_up else "did NOT keep up"
@@ -190,6 +226,8 @@ class Figures:
             ("ingest: server peak RSS", self.peak_rss_mb, "MiB", f"{self.processes} processes"),
             ("ingest: traces analysed", self.traces_analysed, "traces",
              f"of {self.traces_expected} in {self.analysis_seconds:.1f} s ({kept_up})"),
+            *((f"ingest: server CPU per span, {CPU_PARTS[part]}", us, "µs", "")
+              for part, us in self.cpu_us_per_span.items()),
         ]  # fmt: skip
 
 
@@ -211,7 +249,7 @@ def measure(requests: int = 200, clients: int = 4) -> Figures:
 
 def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figures:
     pid = server.process.pid
-    cpu_before = _cpu_seconds(_process_tree(pid))
+    cpu_before, parts_before = _cpu_seconds(_process_tree(pid)), _cpu_by_part(pid)
     results: mp.Queue = mp.Queue()
     shares = [payloads[i::clients] for i in range(clients)]
     workers = [mp.Process(target=_post_all, args=(f"{server.url}/v1/traces", s, results)) for s in shares]
@@ -229,6 +267,7 @@ def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figu
     analysed, analysis_seconds = _wait_analysed(server, traces_expected, started)
     pids = _process_tree(pid)  # decode workers start with the first request
     cpu = _cpu_seconds(pids) - cpu_before
+    parts = {part: (seconds - parts_before[part]) / max(acked, 1) * 1e6 for part, seconds in _cpu_by_part(pid).items()}
     latencies = sorted(x for _, lat in outcomes for x in lat)
     return Figures(
         requests=len(payloads), clients=clients, spans_acked=acked, spans_stored=stored,
@@ -238,6 +277,7 @@ def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figu
         peak_rss_mb=_peak_rss_mb(pids), processes=len(pids),
         traces_expected=traces_expected, traces_analysed=analysed, analysis_seconds=analysis_seconds,
         analysis_kept_up=analysed >= traces_expected and analysis_seconds <= stored_seconds + KEPT_UP_SECONDS,
+        cpu_us_per_span=parts,
     )  # fmt: skip
 
 
