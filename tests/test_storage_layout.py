@@ -201,11 +201,21 @@ INDEXES = (
     "SELECT name, type_full, expr, granularity FROM system.data_skipping_indices "
     "WHERE database = currentDatabase() AND table = 'otel_traces' ORDER BY name"
 )
-ROWS = "SELECT * FROM otel_traces FINAL ORDER BY ProjectId, TraceId, SpanId, Timestamp"
+# A span stored twice (the retried request) keeps either copy's IngestedAt: which one FINAL shows
+# after the copy depends on the order the copy read them in. So IngestedAt is checked on its own.
+ROWS = "SELECT * EXCEPT (IngestedAt) FROM otel_traces FINAL ORDER BY ProjectId, TraceId, SpanId, Timestamp"
+INGESTED = (
+    "SELECT ProjectId, TraceId, SpanId, groupUniqArray(IngestedAt) AS values "
+    "FROM otel_traces {final} GROUP BY ProjectId, TraceId, SpanId"
+)
 
 
 def query(sql):
     return backend.query_arrow(sql).to_pylist()
+
+
+def ingested(final):  # each span's IngestedAt values: of every stored copy, or (FINAL) of the one queries see
+    return {(r["ProjectId"], r["TraceId"], r["SpanId"]): r["values"] for r in query(INGESTED.format(final=final))}
 
 
 def state():
@@ -217,6 +227,7 @@ def state():
         "engine": query(TABLE.format(what="engine, partition_key, sorting_key"))[0],
         "ttl": query(TABLE.format(what="engine_full"))[0]["engine_full"].split(" TTL ")[1].split(" SETTINGS ")[0],
         "rows": query(ROWS),
+        "ingested": {final: ingested(final) for final in ("", "FINAL")},
         "stored rows": query("SELECT count() AS n FROM otel_traces")[0]["n"],
         "traces": {t: store.trace_spans(project[t], t) for t in trace_ids},
         "analysis input": sorted(map(str, store.analysis_input(project[trace_ids[0]], trace_ids[:50]).to_pylist())),
@@ -252,7 +263,10 @@ settings = {
 }
 print(json.dumps({
     "applied": applied,
-    "same": {key: before[key] == after[key] for key in before if key not in ("engine", "stored rows")},
+    "same": {key: before[key] == after[key] for key in before if key not in ("engine", "stored rows", "ingested")},
+    "ingested at kept": before["ingested"][""].keys() == after["ingested"]["FINAL"].keys() and all(
+        set(after["ingested"]["FINAL"][key]) <= set(values) for key, values in before["ingested"][""].items()
+    ),
     "stored rows": [before["stored rows"], after["stored rows"]],
     "engine": [before["engine"], after["engine"]],
     "settings": settings,
@@ -308,6 +322,7 @@ def test_the_rebuild_keeps_every_row_column_codec_index_and_the_ttl(tmp_path: Pa
         "traces": True,
         "analysis input": True,
     }
+    assert result["ingested at kept"]  # each span's IngestedAt is one its stored copies had
     # The retried request's 1,000 spans were stored twice; the copy keeps one of each pair (equal rows,
     # as a merge would), and nothing is copied twice.
     assert result["stored rows"] == [6000 + late, 5000 + late]
