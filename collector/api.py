@@ -4,6 +4,7 @@ Every route is scoped to the caller's project and reads through ``agentlat.store
 is written here.
 """
 
+import asyncio
 import json
 import re
 import time
@@ -340,10 +341,13 @@ def make_router(store: Store, project_of) -> APIRouter:
         trace_id = trace_id.lower()
         if not _HEX32.match(trace_id):
             raise HTTPException(400, "trace_id must be 32 hex characters")
-        rows = await run_in_threadpool(store.trace_spans, project, trace_id)
+        # Both reads at once: the trace's analysis row need not wait for its spans.
+        rows, analysis = await asyncio.gather(
+            run_in_threadpool(store.trace_spans, project, trace_id),
+            run_in_threadpool(store.trace_analysis, project, trace_id),
+        )
         if not rows:
             raise HTTPException(404, f"no spans for trace {trace_id} in this project")
-        analysis = await run_in_threadpool(store.trace_analysis, project, trace_id)
         return {
             "trace_id": trace_id,
             "analysis": _analysis(analysis) if analysis else None,
