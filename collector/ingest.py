@@ -41,7 +41,8 @@ class DecoderUnavailable(Exception):
 
 def default_decode_workers() -> int:
     """One worker per request decoded at once, when there is a second core for them to use."""
-    cores = len(os.sched_getaffinity(0))
+    # the cores this process may run on (Linux); macOS has no affinity call, so all of them there
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(cores, DECODE_CONCURRENCY) if cores >= 2 else 0
 
 

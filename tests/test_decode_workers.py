@@ -89,6 +89,9 @@ def test_by_default_one_worker_per_concurrent_decode_when_a_second_core_exists(
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert default_decode_workers() == workers
+    monkeypatch.delattr(os, "sched_getaffinity")  # as on macOS
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert default_decode_workers() == workers
 
 
 def test_the_worker_count_setting(monkeypatch: pytest.MonkeyPatch) -> None:
