@@ -165,8 +165,10 @@ def _cpu_by_part(pid: int) -> dict[str, float]:
             seconds = _stat_cpu_seconds(task / "stat")
         except OSError:
             continue
-        if name == own_name or name.startswith("MergeMutate"):
-            by_name["python" if name == own_name else "merges"] += seconds
+        if name == own_name:
+            by_name["python"] += seconds
+        elif name.startswith("MergeMutate"):
+            by_name["merges"] += seconds
     # Threads that ended (chDB's pools come and go) count in the process's total, so native is the rest.
     native = _cpu_seconds([pid]) - by_name["python"] - by_name["merges"]
     return {**by_name, "native": native, "workers": _cpu_seconds(_process_tree(pid)[1:])}
