@@ -100,15 +100,15 @@ class ChdbBackend:
         return from_arrow_stream(payload)
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:
-        payload = to_arrow_stream(data)
+        # Not chDB's send_insert: when a part cannot be written (a full disk) it still reports the
+        # rows written and they are lost silently. INSERT ... SELECT from the Arrow table raises.
+        arrow_batch = data  # noqa: F841 - chDB's Python() table function finds it by name in this frame
         columns = ", ".join(f"`{name}`" for name in data.column_names)
         with self._handle() as handle:
             try:
-                with handle.send_insert(f"INSERT INTO {table} ({columns})", "ArrowStream") as ins:
-                    ins.append(payload)
-                    ins.finish()
+                handle.query(f"INSERT INTO {table} ({columns}) SELECT * FROM Python(arrow_batch)")
             except Exception as exc:
-                raise StoreError(f"insert into {table} failed: {exc}") from None
+                raise _chdb_error(f"insert into {table} failed: {exc}") from None
 
     def _run(self, sql: str, fmt: str, params: Params | None) -> Any:
         bound = {k: _chdb_param(v) for k, v in (params or {}).items()}
@@ -116,7 +116,7 @@ class ChdbBackend:
             try:
                 return handle.query(sql, fmt, params=bound)
             except Exception as exc:
-                raise StoreError(str(exc)) from None
+                raise _chdb_error(str(exc)) from None
 
     def close(self) -> None:
         """Close every handle, waiting for statements still running. Later calls fail with StoreError."""
@@ -126,10 +126,24 @@ class ChdbBackend:
             self._idle.put(handle)
 
 
+# chDB raises plain exceptions; these say "not now" (the disk is full) rather than "never".
+_CHDB_TRANSIENT = ("No space left on device", "NOT_ENOUGH_SPACE", "Cannot reserve", "Not enough space")
+
+
+def _chdb_error(message: str) -> StoreError:
+    transient = any(marker in message for marker in _CHDB_TRANSIENT)
+    return (StoreUnavailable if transient else StoreError)(message)
+
+
 def _chdb_param(value: Any) -> Any:
-    """chDB takes array parameters as ClickHouse literals; clickhouse-connect formats lists itself."""
+    """chDB takes arrays as ClickHouse literals and strings in the Escaped format (clickhouse-connect does both).
+
+    Unescaped, a backslash, tab or newline in a filter value failed the query (a 500).
+    """
     if isinstance(value, list | tuple):
         return "[" + ",".join(_quote(v) for v in value) + "]"
+    if isinstance(value, str):
+        return "".join("\\" + c if c in "\\\t\n" else c for c in value)
     return value
 
 
@@ -205,6 +219,7 @@ _TRANSIENT_CODES = frozenset(
         210,  # NETWORK_ERROR
         241,  # MEMORY_LIMIT_EXCEEDED
         242,  # TABLE_IS_READ_ONLY
+        243,  # NOT_ENOUGH_SPACE
         252,  # TOO_MANY_PARTS
         999,  # KEEPER_EXCEPTION
     }

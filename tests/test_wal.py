@@ -17,6 +17,7 @@ from agentlat.collector.wal import Position, WriteAheadLog
 HEADER = struct.Struct("<II")  # the documented frame header: length, crc32
 FSYNC = "agentlat.collector.wal.os.fsync"
 REAL_FSYNC = os.fsync
+REAL_WRITE = os.write
 START = Position(0, 0)
 
 
@@ -326,3 +327,159 @@ def test_reopening_continues_in_the_last_segment(tmp_path: Path) -> None:
         assert [p for _, p in replayed(second)][-2:] == [b"03" * 5, b"next"]
     finally:
         second.close()
+
+
+# --- I/O errors: nothing torn is ever left in front of an acknowledged record ----------------
+
+
+def failing_write(after_bytes: int, error: int = 28):
+    """An os.write that writes ``after_bytes`` of its first call, then fails like a full disk."""
+    calls = {"n": 0}
+
+    def write(fd: int, data) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return REAL_WRITE(fd, bytes(data[:after_bytes]))
+        raise OSError(error, os.strerror(error))
+
+    return write
+
+
+def test_a_write_that_fails_midway_is_cut_back_before_the_next_append(wal: WriteAheadLog) -> None:
+    kept = [wal.append(b"acknowledged %d" % i) for i in range(2)]
+    path = segment_file(wal, 1)
+    intact = path.read_bytes()
+
+    with (
+        patch("agentlat.collector.wal.os.write", side_effect=failing_write(after_bytes=11)),
+        pytest.raises(OSError, match="No space left on device"),
+    ):
+        wal.append(b"never acknowledged: the disk filled up")
+
+    assert path.read_bytes() == intact  # the torn 11 bytes are gone
+    assert len(intact) == 2 * (8 + 14)
+    later = wal.append(b"after space returned")
+    assert later == Position(1, len(intact) + 8 + 20)
+    assert replayed(wal) == [
+        (kept[0], b"acknowledged 0"),
+        (kept[1], b"acknowledged 1"),
+        (later, b"after space returned"),
+    ]
+
+
+def test_appends_wait_for_a_failed_truncation_to_succeed(wal: WriteAheadLog) -> None:
+    wal.append(b"first")
+    path = segment_file(wal, 1)
+    intact = path.read_bytes()
+    truncations = {"failures_left": 2}
+    real_ftruncate = os.ftruncate
+
+    def flaky_ftruncate(fd: int, length: int) -> None:
+        if truncations["failures_left"]:
+            truncations["failures_left"] -= 1
+            raise OSError(5, "Input/output error")
+        real_ftruncate(fd, length)
+
+    with (
+        patch("agentlat.collector.wal.os.ftruncate", side_effect=flaky_ftruncate),
+        patch("agentlat.collector.wal.os.write", side_effect=failing_write(after_bytes=6)),
+        pytest.raises(OSError),
+    ):
+        wal.append(b"torn")
+    assert len(path.read_bytes()) == len(intact) + 6  # the first truncation failed
+
+    with (
+        patch("agentlat.collector.wal.os.ftruncate", side_effect=flaky_ftruncate),
+        pytest.raises(OSError, match="Input/output error"),
+    ):
+        wal.append(b"refused: the torn bytes are still there")
+    assert len(path.read_bytes()) == len(intact) + 6  # nothing appended after them
+
+    with patch("agentlat.collector.wal.os.ftruncate", side_effect=flaky_ftruncate):
+        position = wal.append(b"second")
+    assert path.read_bytes() == intact + frame(b"second")
+    assert [p for _, p in replayed(wal)] == [b"first", b"second"]
+    assert position == Position(1, len(intact) + 14)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(frame(b"0123456789" * 10)[:50], id="torn-frame"),
+        pytest.param(b"\x00" * 4096, id="zero-filled-block"),
+        pytest.param(HEADER.pack(4, zlib.crc32(b"good") ^ 1) + b"good", id="bad-crc"),
+        pytest.param(b"\xff" * 8 + b"more", id="huge-length"),
+    ],
+)
+def test_a_bad_stretch_mid_log_is_skipped_saved_and_reported_never_cutting_later_records(
+    tmp_path: Path, damage: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "wal"
+    directory.mkdir()
+    before, after = [b"before %d" % i for i in range(2)], [b"after %d" % i for i in range(3)]
+    content = b"".join(frame(p) for p in before) + damage + b"".join(frame(p) for p in after)
+    (directory / "wal-000000001.log").write_bytes(content)
+
+    with caplog.at_level("ERROR", logger="agentlat.collector"):
+        wal = WriteAheadLog(directory)
+        try:
+            assert [p for _, p in replayed(wal)] == before + after
+            assert (directory / "wal-000000001.log").read_bytes() == content  # nothing truncated
+            assert wal.append(b"new") == Position(1, len(content) + 11)
+            assert [p for _, p in replayed(wal)] == [*before, *after, b"new"]
+        finally:
+            wal.close()
+
+    damaged_at = sum(len(frame(p)) for p in before)
+    saved = directory / "damaged" / f"wal-000000001-at-{damaged_at}.bin"
+    assert saved.read_bytes() == damage
+    reports = [r.getMessage() for r in caplog.records if "not a valid record" in r.getMessage()]
+    assert len(reports) == 1  # once, however often the stretch is read
+    assert f"{len(damage)} bytes at offset {damaged_at}" in reports[0]
+
+
+def test_a_caught_up_segment_is_swapped_for_an_empty_one(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal")
+    try:
+        positions = [wal.append(b"x" * 300_000) for _ in range(4)]  # 1.2 MB, over RECLAIM_BYTES
+        assert wal.reclaim(positions[2]) is False  # not everything is stored yet
+        wal.save_checkpoint(positions[3])
+        assert wal.reclaim(positions[3]) is True
+        assert wal.segments() == [2]
+        assert replayed(wal, wal.checkpoint()) == []
+        assert wal.append(b"next") == Position(2, 12)
+        assert replayed(wal, wal.checkpoint()) == [(Position(2, 12), b"next")]
+        assert wal.reclaim(Position(2, 12)) is False  # small segments stay
+    finally:
+        wal.close()
+
+
+def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path) -> None:
+    from tests.small_disk import fill, small_filesystem
+
+    with small_filesystem(tmp_path / "disk", 8) as disk:
+        filler = fill(disk, leave_bytes=300_000)
+        wal = WriteAheadLog(disk / "wal")
+        acknowledged, refused = [], 0
+        for i in range(20):
+            payload = b"%04d" % i + os.urandom(40_000)
+            try:
+                wal.append(payload)
+                acknowledged.append(payload)
+            except OSError:
+                refused += 1
+        assert refused > 0 and 0 < len(acknowledged) < 20
+
+        filler.unlink()  # space returns
+        for i in range(5):
+            payload = b"late %d" % i + os.urandom(40_000)
+            wal.append(payload)
+            acknowledged.append(payload)
+        wal.close()
+
+        reopened = WriteAheadLog(disk / "wal")
+        try:
+            assert [p for _, p in replayed(reopened)] == acknowledged
+            assert not (disk / "wal" / "damaged").exists()
+        finally:
+            reopened.close()
