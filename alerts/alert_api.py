@@ -18,13 +18,12 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.alerts import message, views
-from agentlat.alerts.api import window_seconds
 from agentlat.alerts.evaluator import replay
 from agentlat.alerts.receivers import receiver_names
 from agentlat.alerts.rules import AlertRulesError
 from agentlat.alerts.rules_file import parse_rules
 from agentlat.alerts.service import AlertService, dashboard_url, receivers_summary
-from agentlat.store import Store
+from agentlat.store import Store, parse_duration
 
 NOT_CONFIGURED = (
     "alerting is not configured on this server: start it with `agentlat serve --alerts alerts.yaml` "
@@ -37,8 +36,8 @@ class ReplayRequest(BaseModel):
     """A rules file to replay over the stored data of the caller's project."""
 
     rules: str = Field(description="the rules file's YAML text")
-    window: str = Field("24h", description="how far back to replay, e.g. 6h, 24h, 7d (at most 30d)")
-    file: str = Field("<rules>", description="the file's name, used in validation messages")
+    window: str = Field("24h", max_length=32, description="how far back to replay, e.g. 6h, 24h, 7d (at most 30d)")
+    file: str = Field("<rules>", max_length=256, description="the file's name, used in validation messages")
 
 
 def make_router(store: Store, service: AlertService | None, project_of: Callable[[Request], str]) -> APIRouter:
@@ -68,7 +67,7 @@ def make_router(store: Store, service: AlertService | None, project_of: Callable
     ) -> dict[str, Any]:
         configured()
         end = int(time.time()) + 1
-        start = end - window_seconds(window)
+        start = end - parse_duration(window, "window")
         transitions = await run_in_threadpool(store.alerts.events, project, start, end, limit)
         sent = await run_in_threadpool(store.alerts.notifications, project, start, end, limit)
         return {
@@ -79,11 +78,9 @@ def make_router(store: Store, service: AlertService | None, project_of: Callable
 
     @router.post("/alerts/replay", summary="what the given rules would have fired over the stored data")
     async def replay_rules(project: Project, body: ReplayRequest) -> dict[str, Any]:
-        seconds = window_seconds(body.window)
-        if seconds > MAX_REPLAY_SECONDS:
-            raise HTTPException(400, f"window={body.window!r}: replays cover at most 30 days")
+        seconds = parse_duration(body.window, "window", most=MAX_REPLAY_SECONDS, example="6h, 24h, 7d")
         try:
-            config = parse_rules(body.rules, body.file)
+            config = await run_in_threadpool(parse_rules, body.rules, body.file)
         except AlertRulesError as exc:
             raise HTTPException(400, str(exc)) from None
         end = int(time.time())

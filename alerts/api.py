@@ -9,11 +9,9 @@ No ``from __future__ import annotations`` here: FastAPI resolves the route's ann
 which name a dependency local to ``make_router``.
 """
 
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,13 +19,10 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.alerts.budgets import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
-from agentlat.store import SpanFilter, Store
+from agentlat.store import SpanFilter, Store, iso, parse_duration, trailing
 
 NS = 1_000_000_000
 RAW_WINDOW_LIMIT_NS = 6 * 3600 * NS  # longer windows read the per-minute rollups, as the query API does
-MAX_WINDOW_SECONDS = 400 * 86400
-_WINDOW = re.compile(r"^(\d+)([smhd])$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 NOT_CONFIGURED = (
     "no budgets file is configured: start the server with `agentlat serve --budgets budgets.yaml` "
     "(or set AGENTLAT_BUDGETS); `agentlat budget init` writes a starter file"
@@ -56,16 +51,6 @@ class BudgetSource:
         return self._budgets
 
 
-def window_seconds(window: str) -> int:
-    match = _WINDOW.match(window.strip())
-    if not match:
-        raise HTTPException(400, f"window={window!r}: expected a number and a unit s|m|h|d, e.g. 15m, 1h, 7d")
-    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if not 0 < seconds <= MAX_WINDOW_SECONDS:
-        raise HTTPException(400, f"window={window!r}: expected more than 0 s and at most 400 days")
-    return seconds
-
-
 def measure(store: Store, budgets: Budgets, where: SpanFilter) -> Measurements:
     """Percentiles per route or agent of every metric the file budgets (all kept in rollups)."""
     metrics_of: dict[str, list[str]] = {}
@@ -86,8 +71,8 @@ def measure(store: Store, budgets: Budgets, where: SpanFilter) -> Measurements:
     return measured
 
 
-def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / NS, tz=UTC).isoformat().replace("+00:00", "Z")
+def _report(store: Store, budgets: Budgets, where: SpanFilter, span: dict[str, str]) -> dict[str, Any]:
+    return report_dict(budgets, evaluate(budgets, measure(store, budgets, where)), span)
 
 
 def make_router(store: Store, budgets_path: Path | None, project_of: Callable[[Request], str]) -> APIRouter:
@@ -103,16 +88,13 @@ def make_router(store: Store, budgets_path: Path | None, project_of: Callable[[R
     ) -> dict[str, Any]:
         if source is None:
             raise HTTPException(404, NOT_CONFIGURED)
-        seconds = window_seconds(window)
+        start_ns, end_ns = trailing(time.time_ns(), parse_duration(window, "window"))
         try:
-            current = source.current()
+            current = await run_in_threadpool(source.current)
         except BudgetError as exc:
             raise HTTPException(500, f"{exc} (the server re-reads the file when it changes)") from None
-        end_ns = time.time_ns()
-        start_ns = end_ns - seconds * NS
         where = SpanFilter(project, start_ns, end_ns, {"service": current.service} if current.service else {})
-        measured = await run_in_threadpool(measure, store, current, where)
-        span = {"length": window, "start": _iso(start_ns), "end": _iso(end_ns)}
-        return report_dict(current, evaluate(current, measured), span)
+        span = {"length": window, "start": iso(start_ns), "end": iso(end_ns)}
+        return await run_in_threadpool(_report, store, current, where, span)
 
     return router

@@ -10,6 +10,7 @@ file, the line, the field and what was expected, e.g.::
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,8 @@ def load_yaml(text: str, path: str, error: type[ConfigError]) -> Any:
         raise error(f"{path}:{line}: not valid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:  # e.g. characters YAML does not allow
         raise error(f"{path}: not valid YAML: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # a 5000-digit int, month 13 of a timestamp, nesting too deep
+        raise error(f"{path}: not valid YAML: {exc}") from None
 
 
 def latency_ms(raw: Any) -> float | None:
@@ -90,6 +93,20 @@ def latency_ms(raw: Any) -> float | None:
     return ms if ms > 0 else None
 
 
+class _Shown(reprlib.Repr):
+    """A value for a message, bounded: it may come from a request, and YAML aliases make it exponentially large."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother = 3, 200, 200
+
+    def repr_Marked(self, x: Marked, level: int) -> str:  # reprlib dispatches on the type name
+        return self.repr_dict(x, level)
+
+
+_shown = _Shown().repr
+
+
 class FieldParser:
     """Helpers for turning loaded YAML into a model, raising at the first problem found."""
 
@@ -98,7 +115,7 @@ class FieldParser:
         self.error = error
 
     def fail(self, line: int, where: str, expected: str, got: Any = NOTHING) -> ConfigError:
-        suffix = "" if got is NOTHING else f", got {got!r}"
+        suffix = "" if got is NOTHING else f", got {_shown(got)}"
         return self.error(f"{self.path}:{line}: {where}: expected {expected}{suffix}")
 
     def mapping(self, value: Any, line: int, where: str, expected: str) -> Marked:

@@ -9,7 +9,6 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -17,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agentlat.collector.advisor import advise, route_evidence
 from agentlat.store import (
+    ACCEPTED_TIMES,
     DIMENSION_METRICS,
     DIMENSIONS,
     METRICS,
@@ -24,54 +24,16 @@ from agentlat.store import (
     ROLLUP_METRICS,
     SpanFilter,
     Store,
+    iso,
+    parse_duration,
+    time_range,
 )
 from agentlat.store.schema import DERIVED_NAMES
 
 NS = 1_000_000_000
-_WINDOW = re.compile(r"^(\d+)([smhd])$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
-MAX_WINDOW_DAYS = 400
 RAW_WINDOW_LIMIT_NS = 6 * 3600 * NS  # longer windows read the per-minute rollups
 SPLIT = {"e2e": "e2e", "model": "split_model", "tool": "split_tool", "orchestration": "split_orchestration"}
-
-
-def parse_window(now_ns: int, window: str, start: str | None, end: str | None) -> tuple[int, int]:
-    """A time range from ``start``/``end`` (ISO-8601 or unix seconds) or a trailing ``window``."""
-    end_ns = _parse_instant(end, "end") if end else now_ns
-    if start:
-        start_ns = _parse_instant(start, "start")
-    else:
-        match = _WINDOW.match(window.strip())
-        if not match:
-            raise HTTPException(400, f"window={window!r}: expected a number and a unit s|m|h|d, e.g. 15m, 24h, 7d")
-        seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        if seconds > MAX_WINDOW_DAYS * 86400:
-            raise HTTPException(400, f"window={window!r} is longer than {MAX_WINDOW_DAYS} days")
-        start_ns = end_ns - seconds * NS
-    if start_ns >= end_ns:
-        raise HTTPException(400, "start must be before end")
-    return start_ns, end_ns
-
-
-def _parse_instant(value: str, name: str) -> int:
-    try:
-        return int(float(value) * NS)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise HTTPException(
-            400, f"{name}={value!r}: expected ISO-8601 (2026-11-29T12:00:00Z) or unix seconds"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * NS)
-
-
-def iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / NS, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def _filters(request: Request) -> dict[str, str]:
@@ -112,11 +74,8 @@ def _long_window(where: SpanFilter) -> bool:
 
 
 def _step_seconds(step: str) -> int:
-    match = _WINDOW.match(step.strip())
-    if not match:
-        raise HTTPException(400, f"step={step!r}: expected a number and a unit s|m|h|d, e.g. 1m, 5m, 1h")
-    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if seconds < 60 or seconds % 60:
+    seconds = parse_duration(step, "step", example="1m, 5m, 1h")
+    if seconds % 60:
         raise HTTPException(400, f"step={step!r}: rollups are per minute; use whole minutes")
     return seconds
 
@@ -168,8 +127,8 @@ def _snake(name: str) -> str:
 def make_router(store: Store, project_of) -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["query"])
     Project = Annotated[str, Depends(project_of)]
-    Window = Annotated[str, Query(description="trailing window, e.g. 15m, 1h, 24h, 7d")]
-    Instant = Annotated[str | None, Query(description="ISO-8601 or unix seconds; overrides window")]
+    Window = Annotated[str, Query(description="trailing window, e.g. 15m, 1h, 24h, 7d (at most 400d)")]
+    Instant = Annotated[str | None, Query(description=f"{ACCEPTED_TIMES}; overrides window")]
 
     def span_filter(
         request: Request,
@@ -178,7 +137,7 @@ def make_router(store: Store, project_of) -> APIRouter:
         start: Instant = None,
         end: Instant = None,
     ) -> SpanFilter:
-        start_ns, end_ns = parse_window(time.time_ns(), window, start, end)
+        start_ns, end_ns = time_range(time.time_ns(), window, start, end)
         return SpanFilter(project, start_ns, end_ns, _filters(request))
 
     Filter = Annotated[SpanFilter, Depends(span_filter)]

@@ -36,8 +36,10 @@ from agentlat.store.migrations import (
 from agentlat.store.queries import DIMENSION_METRICS, DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
 from agentlat.store.rollup_sql import ROLLUP_METRICS
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA, at_stored_resolution
+from agentlat.store.timerange import ACCEPTED_TIMES, TimeRangeError, iso, parse_duration, time_range, trailing
 
 __all__ = [
+    "ACCEPTED_TIMES",
     "DIMENSIONS",
     "DIMENSION_METRICS",
     "METRICS",
@@ -51,7 +53,12 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
+    "TimeRangeError",
+    "iso",
     "open_store",
+    "parse_duration",
+    "time_range",
+    "trailing",
 ]
 
 log = logging.getLogger("agentlat.store")
