@@ -3,12 +3,21 @@
 Throttling answers UNAVAILABLE with a google.rpc.RetryInfo detail, which OpenTelemetry
 exporters honour; keys travel as ``authorization: Bearer <key>`` or ``x-agentlat-key``
 metadata.
+
+Connection hygiene (``GrpcLimits``): a message larger than the HTTP body limit, or an RPC
+beyond ``max_concurrent_rpcs`` in flight, gets RESOURCE_EXHAUSTED (which OpenTelemetry's
+Python exporter retries); idle connections are closed and every connection is recycled after
+a while, which also ends an RPC whose message trickles in without a deadline; a batch whose
+caller's deadline has passed, or who cancelled, is answered DEADLINE_EXCEEDED or CANCELLED
+without being logged.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -27,8 +36,9 @@ _AUTH_CODES = {401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED, 4
 
 
 class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, ingestor: Ingestor, authenticator: Authenticator) -> None:
+    def __init__(self, ingestor: Ingestor, authenticator: Authenticator, decode_slots: int = 8) -> None:
         self.ingestor, self.authenticator = ingestor, authenticator
+        self.decoding = threading.BoundedSemaphore(decode_slots)  # batches decoded and logged at once
 
     def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
@@ -37,7 +47,9 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         try:
             metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
             project = self._project(metadata)
-            decoded = self.ingestor.accept(request, project, "grpc")
+            with self.decoding:
+                _check_caller_waits(context)
+                decoded = self.ingestor.accept(request, project, "grpc")
         except _Refusal as refusal:
             code = code_pb2.Code.Name(refusal.status.code)
             self.ingestor.metrics.requests.labels("grpc", code).inc()
@@ -63,6 +75,15 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             raise _Refusal(_status(_AUTH_CODES[exc.status], exc.message, exc.retry_after)) from None
 
 
+def _check_caller_waits(context: grpc.ServicerContext) -> None:
+    """Refuse before logging anything when nobody waits for the answer: the caller would retry a batch kept."""
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        raise _Refusal(_status(code_pb2.DEADLINE_EXCEEDED, "the deadline passed before the batch was taken"))
+    if not context.is_active():
+        raise _Refusal(_status(code_pb2.CANCELLED, "the call was cancelled before the batch was taken"))
+
+
 class _Refusal(Exception):
     def __init__(self, status: status_pb2.Status) -> None:
         super().__init__(status.message)
@@ -78,15 +99,43 @@ def _status(code: int, message: str, retry_after: int | None = None) -> status_p
     return status
 
 
-def start_grpc_server(
-    host: str, port: int, ingestor: Ingestor, authenticator: Authenticator, max_message_bytes: int
-) -> grpc.Server:
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=8, thread_name_prefix="agentlat-grpc"),
-        options=[
+@dataclass(frozen=True, slots=True)
+class GrpcLimits:
+    # Each RPC in flight has a thread of its own, so one whose message trickles in holds no other
+    # back; TraceService still decodes only a few batches at once.
+    max_concurrent_rpcs: int = 32
+    max_streams_per_connection: int = 16
+    idle_seconds: int = 300  # a connection without RPCs is closed after this
+    max_age_seconds: int = 600  # every connection is recycled (GOAWAY) after this...
+    age_grace_seconds: int = 30  # ...its RPCs given this long to finish before it is cut
+    keepalive_seconds: int = 60  # ping a connection that has RPCs in flight, to find a dead peer
+    keepalive_timeout_seconds: int = 20
+
+    def options(self, max_message_bytes: int) -> list[tuple[str, int]]:
+        return [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", 4 * 1024 * 1024),
-        ],
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            ("grpc.max_connection_idle_ms", self.idle_seconds * 1000),
+            ("grpc.max_connection_age_ms", self.max_age_seconds * 1000),
+            ("grpc.max_connection_age_grace_ms", self.age_grace_seconds * 1000),
+            ("grpc.keepalive_time_ms", self.keepalive_seconds * 1000),
+            ("grpc.keepalive_timeout_ms", self.keepalive_timeout_seconds * 1000),
+        ]
+
+
+def start_grpc_server(
+    host: str,
+    port: int,
+    ingestor: Ingestor,
+    authenticator: Authenticator,
+    max_message_bytes: int,
+    limits: GrpcLimits = GrpcLimits(),
+) -> grpc.Server:
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=limits.max_concurrent_rpcs, thread_name_prefix="agentlat-grpc"),
+        options=limits.options(max_message_bytes),
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(ingestor, authenticator), server)
     bound = server.add_insecure_port(f"{host}:{port}")

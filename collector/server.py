@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from rich.console import Console
 
 from agentlat.collector.app import create_app
 from agentlat.collector.config import Settings
+from agentlat.collector.http_limits import HttpLimits
+from agentlat.errors import ConfigError
 
 
 def run_server(
@@ -34,6 +37,7 @@ def run_server(
         clickhouse_url=clickhouse_url,
         require_keys=require_keys or None,
     )
+    options = http_options(settings)  # before the store opens: a bad limit is a start-up error
     app = create_app(settings)
     base = f"http://{settings.host}:{settings.port}"
     grpc = f"{settings.host}:{settings.grpc_port}" if settings.grpc_port else "off"
@@ -47,4 +51,35 @@ def run_server(
         f"  store      {app.state.store.description}\n"
         f"  API keys   {keys}"
     )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, log_config=None)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, log_config=None, **options)
+
+
+def http_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's options for the connection limits: timeouts, header limits and the connection cap."""
+    _check_positive(settings)
+    limits = HttpLimits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        max_header_bytes=settings.max_header_bytes,
+        max_headers=settings.max_headers,
+    )
+    # uvicorn answers 503 once the open connections, this one included, reach limit_concurrency.
+    # Its backlog (2048) stays: connections not yet accepted cost the kernel, not this process.
+    cap = settings.max_connections + 1 if settings.max_connections else None
+    return {**limits.uvicorn_options(), "timeout_keep_alive": settings.keepalive_timeout, "limit_concurrency": cap}
+
+
+_POSITIVE = {
+    "header_timeout": "AGENTLAT_HEADER_TIMEOUT",
+    "keepalive_timeout": "AGENTLAT_KEEPALIVE_TIMEOUT",
+    "body_timeout": "AGENTLAT_BODY_TIMEOUT",
+    "max_header_bytes": "AGENTLAT_MAX_HEADER_BYTES",
+    "max_headers": "AGENTLAT_MAX_HEADERS",
+}
+
+
+def _check_positive(settings: Settings) -> None:
+    for name, var in _POSITIVE.items():
+        value = getattr(settings, name)
+        if value <= 0:
+            raise ConfigError(f"{var}={value!r} is not valid: expected a number above 0")
