@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,9 +24,12 @@ from agentlat.alerts import alert_api
 from agentlat.alerts import api as budgets_api
 from agentlat.alerts.service import AlertService
 from agentlat.collector import api, keys_api, receiver
+from agentlat.collector.admission import AdmissionGate
+from agentlat.collector.api_guard import ApiGuard, known_caller
 from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
 from agentlat.collector.config import Settings
+from agentlat.collector.diskspace import DiskGuard
 from agentlat.collector.grpc_receiver import start_grpc_server
 from agentlat.collector.ingest import Ingestor, default_decode_workers
 from agentlat.collector.metrics import CONTENT_TYPE, CollectorMetrics
@@ -34,7 +38,7 @@ from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.rollups import RollupScheduler, minutes_of
 from agentlat.collector.wal import WriteAheadLog
 from agentlat.errors import ConfigError
-from agentlat.store import Store, StoreError, StoreUnavailable, open_store
+from agentlat.store import Store, StoreError, StoreUnavailable, TimeRangeError, open_store
 
 log = logging.getLogger("agentlat.collector")
 
@@ -52,11 +56,18 @@ def make_authenticator(settings: Settings, store: Store) -> Authenticator:
     return Authenticator(keys, RateLimiter(settings.rate_limit, burst=max(settings.rate_limit * 2, 1)))
 
 
+def _local_directories(settings: Settings) -> list[Path]:
+    """Where data lands on this machine's disks: the log, and the embedded store's directory."""
+    return [settings.resolved_wal_dir] + ([] if settings.clickhouse_url else [settings.data_dir])
+
+
 def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     store = store or open_store(settings.data_dir, settings.clickhouse_url, settings.ttl_days)
     authenticator = make_authenticator(settings, store)
 
     def caller_of(request: Request) -> Caller:
+        if (known := known_caller(request)) is not None:
+            return known
         hint = request.headers.get("x-agentlat-project") or request.query_params.get("project")
         return authenticator.caller(request.headers, hint)
 
@@ -69,6 +80,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         max_pending_bytes=settings.max_pending_bytes,
         batch_rows=settings.batch_rows,
         flush_interval=settings.flush_interval,
+        disk=DiskGuard(_local_directories(settings), settings.min_free_bytes),
     )
 
     rollups = RollupScheduler(store, settle_seconds=settings.rollup_settle_seconds)
@@ -121,7 +133,10 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     workers = default_decode_workers() if settings.decode_workers is None else settings.decode_workers
     ingestor = Ingestor(pipeline, Limits(), metrics, decode_workers=workers)
     app.state.ingestor = ingestor
-    app.include_router(receiver.make_router(ingestor, settings.max_body_bytes, project_of))
+    gate = AdmissionGate(settings.max_inflight_bytes, settings.admission_wait)
+    metrics.inflight_bytes.set_function(lambda: gate.used)
+    limits = receiver.ReceiveLimits(settings.max_body_bytes, settings.body_timeout, settings.max_decode_queue)
+    app.include_router(receiver.make_router(ingestor, limits, gate, project_of))
     app.include_router(api.make_router(store, project_of))
     app.include_router(budgets_api.make_router(store, settings.budgets_path, project_of))
     app.include_router(alert_api.make_router(store, alerting, project_of))
@@ -129,6 +144,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     _add_health(app, store, pipeline)
     _add_metrics(app, metrics, authenticator, caller_of)
     _add_error_handlers(app)
+    app.add_middleware(ApiGuard, authenticate=caller_of, max_body_bytes=settings.max_api_body_bytes)
     return app
 
 
@@ -146,12 +162,17 @@ def _add_health(app: FastAPI, store: Store, pipeline: IngestPipeline) -> None:
             problems.append("store: no answer within 5 s")
         except StoreError as exc:
             problems.append(f"store: {exc}")
-        if not pipeline.writer_alive():
-            problems.append("writer: not running")
+        pipeline.ensure_writer()
+        writer = pipeline.writer_state()
+        if writer != "running":
+            problems.append(f"writer: {writer}")
+        if shortage := pipeline.disk.shortage() if pipeline.disk else None:
+            problems.append(shortage)
         body = {
             "status": "ok" if not problems else "unavailable",
             "problems": problems,
             "pending_bytes": pipeline.pending_bytes,
+            "writer": writer,
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
 
@@ -166,7 +187,12 @@ def _add_metrics(
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
 
+MAX_MESSAGE_CHARS = 1000  # an error never echoes a large input back
+
+
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message):,} characters)"
     return JSONResponse({"error": {"status": status, "message": message}}, status, headers=headers)
 
 
@@ -186,6 +212,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         return _error(400, "; ".join(parts))
+
+    @app.exception_handler(TimeRangeError)
+    async def time_range_error(request: Request, exc: TimeRangeError) -> JSONResponse:
+        return _error(400, str(exc))
 
     @app.exception_handler(StoreUnavailable)
     async def store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:

@@ -22,7 +22,13 @@ class Settings:
     clickhouse_url: str | None = None
     wal_dir: Path | None = None
     max_body_bytes: int = 20 * MIB
+    max_api_body_bytes: int = 1 * MIB
     max_pending_bytes: int = 256 * MIB
+    max_inflight_bytes: int = 64 * MIB  # OTLP/HTTP request bodies held at once (docs/reliability.md)
+    admission_wait: float = 0.5  # seconds a request may wait for room before it gets 503
+    max_decode_queue: int = 16  # requests read and waiting for a decode slot
+    body_timeout: float = 30.0  # seconds for a request body to arrive in full
+    min_free_bytes: int = 256 * MIB  # below this free on the log's or store's disk, new data gets 503
     batch_rows: int = 50_000
     flush_interval: float = 1.0
     decode_workers: int | None = None  # processes that decode OTLP/HTTP bodies (0: the server's threads; None: auto)
@@ -32,6 +38,11 @@ class Settings:
     rollup_settle_seconds: float = 5.0
     require_keys: bool = False
     rate_limit: float = 200.0  # requests per second per API key; 0 turns the limit off
+    header_timeout: float = 10.0  # seconds for a request head to arrive, from its first byte
+    keepalive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open
+    max_connections: int = 1000  # open HTTP connections served; requests beyond get 503 (0: no cap)
+    max_header_bytes: int = 64 * 1024  # size of a request head (431 beyond)
+    max_headers: int = 100  # header fields in a request (431 beyond)
     grpc_port: int = 4317  # 0 turns OTLP/gRPC off
     budgets_path: Path | None = None  # latency budgets served at /api/v1/budgets
     alerts_path: Path | None = None  # alert rules evaluated in the server (docs/alerts.md)
@@ -111,7 +122,13 @@ _ENV: tuple[tuple[str, str, Any], ...] = (
     ("clickhouse_url", "AGENTLAT_CLICKHOUSE_URL", str),
     ("wal_dir", "AGENTLAT_WAL", Path),
     ("max_body_bytes", "AGENTLAT_MAX_BODY_BYTES", int),
+    ("max_api_body_bytes", "AGENTLAT_MAX_API_BODY_BYTES", int),
     ("max_pending_bytes", "AGENTLAT_MAX_PENDING_BYTES", int),
+    ("max_inflight_bytes", "AGENTLAT_MAX_INFLIGHT_BYTES", _count),
+    ("admission_wait", "AGENTLAT_ADMISSION_WAIT", float),
+    ("max_decode_queue", "AGENTLAT_MAX_DECODE_QUEUE", _count),
+    ("body_timeout", "AGENTLAT_BODY_TIMEOUT", float),
+    ("min_free_bytes", "AGENTLAT_MIN_FREE_BYTES", _count),
     ("ttl_days", "AGENTLAT_TTL_DAYS", int),
     ("flush_interval", "AGENTLAT_FLUSH_INTERVAL", float),
     ("batch_rows", "AGENTLAT_BATCH_ROWS", int),
@@ -121,6 +138,11 @@ _ENV: tuple[tuple[str, str, Any], ...] = (
     ("rollup_settle_seconds", "AGENTLAT_ROLLUP_SETTLE", float),
     ("require_keys", "AGENTLAT_REQUIRE_KEYS", _boolean),
     ("rate_limit", "AGENTLAT_RATE_LIMIT", float),
+    ("header_timeout", "AGENTLAT_HEADER_TIMEOUT", float),
+    ("keepalive_timeout", "AGENTLAT_KEEPALIVE_TIMEOUT", float),
+    ("max_connections", "AGENTLAT_MAX_CONNECTIONS", _count),
+    ("max_header_bytes", "AGENTLAT_MAX_HEADER_BYTES", int),
+    ("max_headers", "AGENTLAT_MAX_HEADERS", int),
     ("grpc_port", "AGENTLAT_GRPC_PORT", int),
     ("budgets_path", "AGENTLAT_BUDGETS", Path),
     ("alerts_path", "AGENTLAT_ALERTS", Path),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -36,6 +36,10 @@ class CollectorMetrics:
             "agentlat_store_write_seconds", "Time to write one batch to the store",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
         )  # fmt: skip
+        self.inflight_bytes = Gauge(
+            "agentlat_inflight_body_bytes", "OTLP/HTTP request body bytes held (admission control)",
+            registry=self.registry,
+        )  # fmt: skip
         self.registry.register(_StateCollector(pipeline, assembler, rollups))
         pipeline.on_insert_timing(self.store_write_seconds.observe)
 
@@ -59,6 +63,25 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(
             "agentlat_store_available", "1 while the store accepts writes", value=int(self.pipeline.store_available)
         )
+        yield GaugeMetricFamily(
+            "agentlat_writer_running", "1 while the writer thread runs and its last step succeeded",
+            value=int(self.pipeline.writer_state() == "running"),
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "agentlat_writer_errors", "Writer steps that failed (retried)", value=stats.writer_errors
+        )
+        yield CounterMetricFamily(
+            "agentlat_writer_restarts", "Times the writer thread was found ended and restarted",
+            value=stats.writer_restarts,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "agentlat_wal_checkpoint_errors", "Checkpoint saves that failed (retried)", value=stats.checkpoint_errors
+        )
+        if self.pipeline.disk is not None:
+            free = GaugeMetricFamily("agentlat_disk_free_bytes", "Free bytes where data lands", labels=["path"])
+            for path, value in self.pipeline.disk.free_bytes().items():
+                free.add_metric([str(path)], value)
+            yield free
         yield GaugeMetricFamily(
             "agentlat_traces_pending", "Traces waiting for analysis", value=self.assembler.pending()
         )

@@ -5,7 +5,13 @@ survives a crash. One writer thread gathers logged batches into inserts of up to
 ``batch_rows`` rows (or whatever arrived within ``flush_interval``) and moves the log's
 checkpoint past them once the store has them. While the store is down the writer retries
 with backoff and the log grows; past ``max_pending_bytes`` new requests are refused with a
-retry hint instead of growing memory without bound.
+retry hint instead of growing memory without bound, and so they are while the disk is below
+its free-space floor (``DiskGuard``).
+
+The writer never gives up: any error (a checkpoint the full disk cannot take, a dead-letter
+file it cannot write, a bug) is logged and retried with backoff on the same batches, which
+stay in memory and in the log until the store has them. Should its thread end anyway, the
+next request restarts it; ``writer_state()`` says which of these is happening.
 
 Duplicates: a span is identified by (project, trace id, span id). Replays after a crash and
 client retries may write it twice; the spans table is a ReplacingMergeTree on that key and
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from agentlat.collector.diskspace import DiskGuard
 from agentlat.collector.wal import Position, WriteAheadLog
 from agentlat.store import Store, StoreError, StoreUnavailable
 from agentlat.store.backends import from_arrow_stream, to_arrow_stream
@@ -30,6 +37,8 @@ from agentlat.store.backends import from_arrow_stream, to_arrow_stream
 log = logging.getLogger("agentlat.collector")
 
 MAX_REJECTIONS = 5  # attempts before a batch the store keeps refusing is set aside
+FIRST_RETRY_SECONDS, LAST_RETRY_SECONDS = 0.1, 5.0
+DISK_RETRY_AFTER = 10  # seconds a client is asked to wait while the disk is below its floor
 
 
 class Backpressure(Exception):
@@ -54,6 +63,9 @@ class PipelineStats:
     store_errors: int = 0
     dead_lettered: int = 0
     last_insert_seconds: float = 0.0
+    writer_errors: int = 0
+    writer_restarts: int = 0
+    checkpoint_errors: int = 0
 
 
 class IngestPipeline:
@@ -65,8 +77,10 @@ class IngestPipeline:
         max_pending_bytes: int = 256 * 1024 * 1024,
         batch_rows: int = 50_000,
         flush_interval: float = 0.2,
+        disk: DiskGuard | None = None,
     ) -> None:
         self.store = store
+        self.disk = disk
         self.wal = wal
         self.max_pending_bytes = max_pending_bytes
         self.batch_rows = batch_rows
@@ -79,6 +93,10 @@ class IngestPipeline:
         self._pending_lock = threading.Lock()
         self._stopping = threading.Event()
         self._writer: threading.Thread | None = None
+        self._restart_lock = threading.Lock()
+        self._held: list[_Logged] = []  # gathered, not yet in the store: retried after any error
+        self._writer_problem: str | None = None
+        self._checkpoint_failing = False
         self._listeners: list[Callable[[pa.Table], None]] = []
         self._observe_insert: Callable[[float], None] = lambda seconds: None
 
@@ -102,12 +120,33 @@ class IngestPipeline:
             replayed += 1
         if replayed:
             log.info("replaying %d logged batches not yet in the store", replayed)
-        self._writer = threading.Thread(target=self._write_loop, name="agentlat-writer", daemon=True)
-        self._writer.start()
+        self._start_writer()
         return replayed
 
+    def _start_writer(self) -> None:
+        self._writer = threading.Thread(target=self._write_loop, name="agentlat-writer", daemon=True)
+        self._writer.start()
+
+    def ensure_writer(self) -> None:
+        """Restart the writer thread if it has ended (it retries every error, so it should not)."""
+        if self._writer is None or self._writer.is_alive() or self._stopping.is_set():
+            return
+        with self._restart_lock:
+            if not self._writer.is_alive():
+                self.stats.writer_restarts += 1
+                log.error("the writer thread had stopped; restarting it (restart %d)", self.stats.writer_restarts)
+                self._start_writer()
+
+    def writer_state(self) -> str:
+        """``running``, ``retrying: <the last error>`` or ``not running``."""
+        if not self.writer_alive():
+            return "not running"
+        problem = self._writer_problem
+        return f"retrying: {problem}" if problem else "running"
+
     def submit(self, batch: pa.Table) -> None:
-        """Make ``batch`` durable; raise Backpressure when the store is too far behind."""
+        """Make ``batch`` durable; raise Backpressure when the store is too far behind or the disk is low."""
+        self._refuse_if_disk_low()
         payload = to_arrow_stream(batch)
         self._reserve(len(payload))
         try:
@@ -117,9 +156,16 @@ class IngestPipeline:
             raise
 
     def check_room(self) -> None:
-        """Refuse early (before a request is even decoded) when the log is already full."""
+        """Refuse early (before a request is even read) when the log is full or the disk is low."""
+        self.ensure_writer()
+        self._refuse_if_disk_low()
         if self._pending_bytes >= self.max_pending_bytes:
             raise self._full()
+
+    def _refuse_if_disk_low(self) -> None:
+        shortage = self.disk.shortage() if self.disk is not None else None
+        if shortage:
+            raise Backpressure(shortage, retry_after=DISK_RETRY_AFTER)
 
     def _full(self) -> Backpressure:
         reason = "the store is unavailable" if not self.store_available else "ingest is behind"
@@ -149,13 +195,49 @@ class IngestPipeline:
         self._queue.put(item)
 
     def _write_loop(self) -> None:
-        while not (self._stopping.is_set() and self._queue.empty()):
-            items = self._gather()
-            if items and not self._insert(items):
-                return  # stopping while the store is down: the log keeps them
-            if items:
-                self.wal.save_checkpoint(items[-1].position)
-                self._release(sum(item.size for item in items))
+        delay = FIRST_RETRY_SECONDS
+        while not (self._stopping.is_set() and self._queue.empty() and not self._held):
+            try:
+                if not self._write_step():
+                    return  # stopping while the store is down: the log keeps them
+            except Exception as exc:
+                self.stats.writer_errors += 1
+                self._writer_problem = f"{type(exc).__name__}: {exc}"
+                log.exception("the writer failed; retrying in %.1f s (the log keeps every batch)", delay)
+                if self._stopping.wait(delay):
+                    return
+                delay = min(delay * 2, LAST_RETRY_SECONDS)
+            else:
+                self._writer_problem, delay = None, FIRST_RETRY_SECONDS
+
+    def _write_step(self) -> bool:
+        """Insert one gathered batch (or the one held since a failure); False when stopping with the store down."""
+        items = self._held or self._gather()
+        if not items:
+            return True
+        self._held = items
+        if not self._insert(items):
+            return False
+        self._held = []
+        self._release(sum(item.size for item in items))
+        self._checkpoint(items[-1].position)
+        return True
+
+    def _checkpoint(self, position: Position) -> None:
+        """Move the log's checkpoint; when the disk cannot take it, go on: the spans are stored, and
+        the records the log still holds would only be written again (and counted once) on a restart."""
+        try:
+            self.wal.save_checkpoint(position)
+        except OSError as exc:
+            self.stats.checkpoint_errors += 1
+            if not self._checkpoint_failing:
+                log.warning("cannot save the write-ahead log's checkpoint (%s); retrying with the next batch", exc)
+            self._checkpoint_failing = True
+            return
+        if self._checkpoint_failing:
+            log.info("the write-ahead log's checkpoint is saved again")
+        self._checkpoint_failing = False
+        self.wal.reclaim(position)
 
     def _gather(self) -> list[_Logged]:
         try:
@@ -176,7 +258,7 @@ class IngestPipeline:
     def _insert(self, items: list[_Logged]) -> bool:
         """Write a batch; retry while the store is unavailable, set aside what it rejects."""
         table = pa.concat_tables([item.batch for item in items])
-        delay, rejections = 0.1, 0
+        delay, rejections = FIRST_RETRY_SECONDS, 0
         while True:
             started = time.perf_counter()
             try:
@@ -197,7 +279,7 @@ class IngestPipeline:
                 return True
             if self._stopping.wait(delay):
                 return False
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, LAST_RETRY_SECONDS)
 
     def _note_failure(self, exc: StoreError) -> None:
         self.stats.store_errors += 1
@@ -206,6 +288,7 @@ class IngestPipeline:
         self.store_available = False
 
     def _dead_letter(self, table: pa.Table, exc: StoreError) -> None:
+        """Set a refused batch aside in a file; an OSError here leaves it held, and the writer retries."""
         folder = self.wal.directory / "dead-letter"
         folder.mkdir(exist_ok=True)
         path = folder / f"batch-{time.time_ns()}.arrows"

@@ -1,7 +1,9 @@
 """OTLP/HTTP trace receiver: ``POST /v1/traces``, answering as the OTLP specification says.
 
-Content type and encoding are checked first (415), the body is read with a size limit
-that also applies after decompression (413), decoding runs off the event loop (400 with a
+Content type and encoding are checked first (415), then the request waits for room
+(``AdmissionGate``: 503 when the server already holds its limit of request bodies, the log is
+full or the disk is low) before its body is read, within ``body_timeout`` (408) and a size limit
+that also applies after decompression (413). Decoding runs off the event loop (400 with a
 google.rpc.Status body when it fails), and the answer is sent only once the spans are in
 the write-ahead log: 200 (with partial_success for rejected spans), or 429/503 with
 Retry-After when the store is too far behind.
@@ -13,13 +15,16 @@ import asyncio
 import logging
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
+from agentlat.collector.admission import AdmissionGate, Overloaded
 from agentlat.collector.auth import AuthError
 from agentlat.collector.ingest import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable
 from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
@@ -29,6 +34,15 @@ log = logging.getLogger("agentlat.collector")
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+GUNZIP_STEP = 1024 * 1024  # bytes inflated between two checks of the admission gate
+OVERLOAD_RETRY_AFTER = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiveLimits:
+    max_body_bytes: int
+    body_timeout: float  # seconds for the whole body to arrive
+    max_decode_queue: int  # requests read and waiting for a decode slot
 
 
 class RejectedRequest(Exception):
@@ -37,44 +51,76 @@ class RejectedRequest(Exception):
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
 
-def make_router(ingestor: Ingestor, max_body_bytes: int, project_of: Callable[[Request], str]) -> APIRouter:
+def make_router(
+    ingestor: Ingestor, limits: ReceiveLimits, gate: AdmissionGate, project_of: Callable[[Request], str]
+) -> APIRouter:
     router = APIRouter()
-    decoding = asyncio.Semaphore(DECODE_CONCURRENCY)
+    receiver = _Receiver(ingestor, limits, gate, project_of)
 
     @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
     async def export_traces(request: Request) -> Response:
-        response = await _export(request, ingestor, max_body_bytes, project_of, decoding)
+        response = await receiver.export(request)
         ingestor.metrics.requests.labels("http", str(response.status_code)).inc()
         return response
 
     return router
 
 
-async def _export(
-    request: Request,
-    ingestor: Ingestor,
-    max_body_bytes: int,
-    project_of: Callable[[Request], str],
-    decoding: asyncio.Semaphore,
-) -> Response:
-    media = _media_type(request)
-    try:
-        if media is None:
-            raise RejectedRequest(
-                415,
-                code_pb2.INVALID_ARGUMENT,
-                f"unsupported Content-Type {request.headers.get('content-type')!r}; send {PROTOBUF} or {JSON}",
+class _Receiver:
+    def __init__(
+        self, ingestor: Ingestor, limits: ReceiveLimits, gate: AdmissionGate, project_of: Callable[[Request], str]
+    ) -> None:
+        self.ingestor, self.limits, self.gate, self.project_of = ingestor, limits, gate, project_of
+        self.decoding = asyncio.Semaphore(DECODE_CONCURRENCY)
+        self.waiting_to_decode = 0
+
+    async def export(self, request: Request) -> Response:
+        media = _media_type(request)
+        try:
+            if media is None:
+                raise RejectedRequest(
+                    415,
+                    code_pb2.INVALID_ARGUMENT,
+                    f"unsupported Content-Type {request.headers.get('content-type')!r}; send {PROTOBUF} or {JSON}",
+                )
+            project = _project(self.project_of, request)
+            _check_room(self.ingestor)  # refuse before reading and decoding when the log is full
+            return _success(media, await self._admitted(request, media, project))
+        except RejectedRequest as rejected:
+            return _failure(media or JSON, rejected)
+        except ClientDisconnect:
+            log.info("an OTLP client disconnected before sending its whole body; nothing was kept")
+            return Response(status_code=499)
+
+    async def _admitted(self, request: Request, media: str, project: str) -> DecodedBatch:
+        """Hold room for the body from before it is read until its spans are logged."""
+        encoding = _encoding(request)
+        held = await _admit(self.gate, _expected_size(request, self.limits.max_body_bytes))
+        try:
+            body = await _read_body(request, self.limits)
+            if encoding == "gzip":
+                body, inflated = _gunzip(body, self.limits.max_body_bytes, self.gate)
+                held += inflated
+            return await self._decode_and_record(body, media, project)
+        finally:
+            self.gate.release(held)
+
+    async def _decode_and_record(self, body: bytes, media: str, project: str) -> DecodedBatch:
+        if self.waiting_to_decode >= self.limits.max_decode_queue:
+            raise _overloaded(
+                f"{self.waiting_to_decode} requests already wait for decoding (AGENTLAT_MAX_DECODE_QUEUE)"
             )
-        project = _project(project_of, request)
-        _check_room(ingestor)  # refuse before reading and decoding when the log is full
-        body = await _read_body(request, max_body_bytes)
-        async with decoding:
-            _check_room(ingestor)  # again: the log may have filled while this request waited
-            decoded = await _decode(ingestor, body, media, project)
-            decoded = await run_in_threadpool(_record, ingestor, decoded)
-        return _success(media, decoded)
-    except RejectedRequest as rejected:
-        return _failure(media or JSON, rejected)
+        self.waiting_to_decode += 1
+        try:
+            await self.decoding.acquire()
+        finally:
+            self.waiting_to_decode -= 1
+        try:
+            _check_room(self.ingestor)  # again: the log may have filled while this request waited
+            decoded = await _decode(self.ingestor, body, media, project)
+        finally:
+            self.decoding.release()
+        return await run_in_threadpool(_record, self.ingestor, decoded)
 
 
 _AUTH_CODES = {401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED, 429: code_pb2.RESOURCE_EXHAUSTED}
@@ -92,38 +138,90 @@ def _media_type(request: Request) -> str | None:
     return value if value in (PROTOBUF, JSON) else None
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("identity", "gzip", ""):
+def _encoding(request: Request) -> str:
+    encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
+    if encoding not in ("identity", "gzip"):
         raise RejectedRequest(
             415,
             code_pb2.INVALID_ARGUMENT,
             f"unsupported Content-Encoding {encoding!r}; use gzip or none",
         )
+    return encoding
+
+
+def _expected_size(request: Request, limit: int) -> int:
+    """The room a body needs: its declared length, or the whole limit when it is sent in chunks."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
+    if declared and declared.isdigit():
+        if int(declared) > limit:
             raise _too_large(limit)
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    return _gunzip(body, limit) if encoding == "gzip" else body
+        return int(declared)
+    return limit
 
 
-def _gunzip(body: bytes, limit: int) -> bytes:
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+async def _admit(gate: AdmissionGate, size: int) -> int:
     try:
-        out = inflater.decompress(body, limit + 1)
+        return await gate.admit(size)
+    except Overloaded as exc:
+        raise _overloaded(str(exc)) from None
+
+
+def _overloaded(reason: str) -> RejectedRequest:
+    return RejectedRequest(503, code_pb2.UNAVAILABLE, reason, retry_after=OVERLOAD_RETRY_AFTER)
+
+
+async def _read_body(request: Request, limits: ReceiveLimits) -> bytes:
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(limits.body_timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limits.max_body_bytes:
+                    raise _too_large(limits.max_body_bytes)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RejectedRequest(
+            408,
+            code_pb2.DEADLINE_EXCEEDED,
+            f"the body did not arrive within {limits.body_timeout:g} s (AGENTLAT_BODY_TIMEOUT)",
+        ) from None
+    return b"".join(chunks)
+
+
+def _gunzip(body: bytes, limit: int, gate: AdmissionGate) -> tuple[bytes, int]:
+    """Inflate step by step, taking room from the gate for each step; return the body and the room taken."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    parts: list[bytes] = []
+    taken = 0
+    try:
+        pending = body
+        while not inflater.eof:
+            part = _inflate(inflater, pending)
+            pending = inflater.unconsumed_tail
+            if not part and not pending and not inflater.eof:
+                raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, "gzip body is truncated")
+            if taken + len(part) > limit:
+                raise _too_large(limit, after_decompression=True)
+            taken += _grow(gate, len(part))
+            parts.append(part)
+    except BaseException:
+        gate.release(taken)
+        raise
+    return b"".join(parts), taken
+
+
+def _inflate(inflater: zlib._Decompress, pending: bytes) -> bytes:
+    try:
+        return inflater.decompress(pending, GUNZIP_STEP)
     except zlib.error as exc:
         raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, f"body is not valid gzip: {exc}") from None
-    if len(out) > limit:
-        raise _too_large(limit, after_decompression=True)
-    if not inflater.eof:
-        raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, "gzip body is truncated")
-    return out
+
+
+def _grow(gate: AdmissionGate, size: int) -> int:
+    try:
+        return gate.grow(size)
+    except Overloaded as exc:
+        raise _overloaded(str(exc)) from None
 
 
 def _too_large(limit: int, after_decompression: bool = False) -> RejectedRequest:

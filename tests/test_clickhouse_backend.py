@@ -102,7 +102,7 @@ def test_migrations_are_applied_on_the_server(ch_server: ServerProcess) -> None:
         assert engine == "ReplacingMergeTree"
     finally:
         client.close()
-    assert ch_server.get("/readyz").json() == {"status": "ok", "problems": [], "pending_bytes": 0}
+    assert ch_server.get("/readyz").json() == {"status": "ok", "problems": [], "pending_bytes": 0, "writer": "running"}
 
 
 def test_real_otlp_exporter_spans_land(ch_server: ServerProcess) -> None:

@@ -1,0 +1,105 @@
+"""Overload is pushed back: many clients with large bodies get 503 quickly and memory stays bounded.
+
+48 clients post 15 MB bodies at once. Before admission control the server read every body
+before waiting for a decode slot: its RSS grew from ~400 MiB to ~2.2 GiB and clients waited
+minutes for a 200. Now a request waits for room before its body is read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.otlp_payloads import SpanSpec, otlp_protobuf
+from tests.servers import ServerProcess
+
+pytestmark = pytest.mark.slow
+MIB = 1024 * 1024
+CLIENTS = 48
+INFLIGHT_MIB, BODY_MIB, PENDING_MIB, DECODE_WORKERS = 64, 20, 256, 2
+# docs/reliability.md: what the server (with its decode workers) may add to its size at rest
+RSS_BOUND_MIB = 2 * INFLIGHT_MIB + DECODE_WORKERS * 12 * BODY_MIB + PENDING_MIB
+
+
+def large_body(size: int) -> bytes:
+    spans = [SpanSpec(f"op {i}", attributes={"payload": "x" * 4000, "i": i}) for i in range(size // 4100)]
+    return otlp_protobuf(spans)
+
+
+def tree_rss_mib(pid: int) -> float:
+    """RSS of a process and all its descendants (the decode workers)."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, StopIteration):
+            continue
+    return total / 1024
+
+
+class PeakSampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.running = pid, 0.0, True
+
+    def run(self) -> None:
+        while self.running:
+            self.peak = max(self.peak, tree_rss_mib(self.pid))
+            time.sleep(0.02)
+
+
+def test_large_bodies_from_many_clients_get_503_fast_and_memory_stays_bounded(tmp_path: Path) -> None:
+    settings = {
+        "AGENTLAT_MAX_INFLIGHT_BYTES": str(INFLIGHT_MIB * MIB),
+        "AGENTLAT_MAX_BODY_BYTES": str(BODY_MIB * MIB),
+        "AGENTLAT_MAX_PENDING_BYTES": str(PENDING_MIB * MIB),
+        "AGENTLAT_DECODE_WORKERS": str(DECODE_WORKERS),
+    }
+    server = ServerProcess(tmp_path, extra_env=settings).start()
+    try:
+        body = large_body(15 * MIB)
+        assert 14 * MIB < len(body) < 16 * MIB
+        assert httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code == 200
+        idle = tree_rss_mib(server.process.pid)  # at rest, its decode workers started
+        sampler = PeakSampler(server.process.pid)
+        sampler.start()
+        started = time.monotonic()
+
+        def post(_: int) -> tuple[int, float, str | None]:
+            sent = time.monotonic()
+            response = httpx.post(f"{server.url}/v1/traces", content=body, headers=PROTOBUF, timeout=120)
+            return response.status_code, time.monotonic() - sent, response.headers.get("Retry-After")
+
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            answers = list(pool.map(post, range(CLIENTS)))
+        sampler.running = False
+        sampler.join()
+
+        refused = sorted(elapsed for status, elapsed, _ in answers if status == 503)
+        accepted = [elapsed for status, elapsed, _ in answers if status == 200]
+        print(
+            f"\nidle {idle:.0f} MiB, peak {sampler.peak:.0f} MiB; {len(accepted)} acknowledged, "
+            f"{len(refused)} refused, first 503 after {refused[0]:.2f} s, slowest answer "
+            f"{max(e for _, e, _ in answers):.1f} s, all within {time.monotonic() - started:.1f} s"
+        )
+        assert {status for status, _, _ in answers} <= {200, 503}
+        assert refused and accepted
+        assert all(retry == "1" for status, _, retry in answers if status == 503)
+        assert refused[0] < 2.0  # a client is refused within a second or two, never minutes
+        assert max(elapsed for _, elapsed, _ in answers) < 30  # under an OTLP exporter's retry horizon
+        assert sampler.peak - idle < RSS_BOUND_MIB
+        assert server.process.poll() is None
+    finally:
+        server.stop()
+
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
