@@ -53,6 +53,12 @@ def stored(server: ServerProcess, service: str) -> int:
 class Tally:
     """Acknowledged spans and the refusals seen, with their Retry-After hints."""
 
+    def report(self, stored_spans: int) -> None:
+        print(
+            f"\n{self.sent} requests of {SPANS_PER_REQUEST} spans: {self.acknowledged} spans acknowledged, "
+            f"{len(self.refusals)} requests refused, {stored_spans} stored, {self.acknowledged - stored_spans} lost"
+        )
+
     def __init__(self) -> None:
         self.acknowledged = 0
         self.refusals: list[httpx.Response] = []
@@ -106,6 +112,7 @@ def test_a_full_disk_under_store_and_log_loses_nothing_acknowledged(tmp_path: Pa
 
         server.kill()
         server.start()
+        tally.report(stored(server, "full-disk"))
         assert stored(server, "full-disk") == tally.acknowledged
         assert not (disk / "wal" / "damaged").exists()
     finally:
@@ -133,6 +140,7 @@ def test_below_the_free_space_floor_new_data_waits_and_resumes_by_itself(tmp_pat
         filler.unlink()
         wait_for(lambda: tally.post(server, "floor").status_code == 200, timeout=5, interval=0.2)
         wait_for(lambda: stored(server, "floor") == tally.acknowledged, timeout=60, interval=0.5)
+        tally.report(stored(server, "floor"))
         assert tally.acknowledged >= 4 * SPANS_PER_REQUEST
     finally:
         server.kill()
@@ -158,6 +166,7 @@ def test_a_log_alone_on_a_full_disk_that_is_enlarged_loses_nothing(tmp_path: Pat
         server.env["AGENTLAT_FLUSH_INTERVAL"] = "0.1"
         server.start()
         wait_for(lambda: stored(server, "enlarged") == tally.acknowledged, timeout=90, interval=0.5)
+        tally.report(stored(server, "enlarged"))
         assert "replaying" in server.log()
     finally:
         server.kill()
