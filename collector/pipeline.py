@@ -146,6 +146,7 @@ class IngestPipeline:
 
     def submit(self, batch: pa.Table) -> None:
         """Make ``batch`` durable; raise Backpressure when the store is too far behind or the disk is low."""
+        self.ensure_writer()  # gRPC requests come here without check_room
         self._refuse_if_disk_low()
         payload = to_arrow_stream(batch)
         self._reserve(len(payload))

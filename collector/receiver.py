@@ -106,7 +106,7 @@ class _Receiver:
             self.gate.release(held)
 
     async def _decode_and_record(self, body: bytes, media: str, project: str) -> DecodedBatch:
-        if self.waiting_to_decode >= self.limits.max_decode_queue:
+        if self.decoding.locked() and self.waiting_to_decode >= self.limits.max_decode_queue:
             raise _overloaded(
                 f"{self.waiting_to_decode} requests already wait for decoding (AGENTLAT_MAX_DECODE_QUEUE)"
             )

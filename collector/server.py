@@ -73,6 +73,7 @@ _POSITIVE = {
     "header_timeout": "AGENTLAT_HEADER_TIMEOUT",
     "keepalive_timeout": "AGENTLAT_KEEPALIVE_TIMEOUT",
     "body_timeout": "AGENTLAT_BODY_TIMEOUT",
+    "max_inflight_bytes": "AGENTLAT_MAX_INFLIGHT_BYTES",
     "max_header_bytes": "AGENTLAT_MAX_HEADER_BYTES",
     "max_headers": "AGENTLAT_MAX_HEADERS",
 }

@@ -7,6 +7,7 @@ minutes for a 200. Now a request waits for room before its body is read.
 
 from __future__ import annotations
 
+import gzip
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -103,3 +104,51 @@ def test_large_bodies_from_many_clients_get_503_fast_and_memory_stays_bounded(tm
 
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def test_a_gzipped_body_takes_room_as_it_inflates(tmp_path: Path) -> None:
+    # 8 MiB of spans compress to well under 1 MiB: the room a body needs is what it inflates to.
+    settings = {"AGENTLAT_MAX_INFLIGHT_BYTES": str(4 * MIB), "AGENTLAT_DECODE_WORKERS": "0"}
+    server = ServerProcess(tmp_path, extra_env=settings).start()
+    try:
+        inflated = large_body(8 * MIB)
+        body = gzip.compress(inflated)
+        assert len(body) < MIB < 4 * MIB < len(inflated)
+        gzipped = {**PROTOBUF, "Content-Encoding": "gzip"}
+
+        refused = httpx.post(f"{server.url}/v1/traces", content=body, headers=gzipped, timeout=60)
+
+        assert refused.status_code == 503
+        assert refused.headers["Retry-After"] == "1"
+        assert b"AGENTLAT_MAX_INFLIGHT_BYTES" in refused.content
+        small = gzip.compress(large_body(2 * MIB))
+        assert httpx.post(f"{server.url}/v1/traces", content=small, headers=gzipped, timeout=60).status_code == 200
+        assert "agentlat_inflight_body_bytes 0.0" in server.get("/metrics").text  # every byte given back
+    finally:
+        server.stop()
+
+
+def test_requests_past_the_decode_queue_are_refused_and_a_free_slot_never_is(tmp_path: Path) -> None:
+    settings = {"AGENTLAT_MAX_DECODE_QUEUE": "0", "AGENTLAT_DECODE_WORKERS": "2"}
+    server = ServerProcess(tmp_path, extra_env=settings).start()
+    try:
+        body = large_body(4 * MIB)
+        for _ in range(3):  # one at a time: a decode slot is always free, so nobody waits
+            assert httpx.post(f"{server.url}/v1/traces", content=body, headers=PROTOBUF, timeout=60).status_code == 200
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(
+                pool.map(
+                    lambda _: httpx.post(f"{server.url}/v1/traces", content=body, headers=PROTOBUF, timeout=60),
+                    range(16),
+                )
+            )
+
+        statuses = [a.status_code for a in answers]
+        assert set(statuses) == {200, 503}
+        assert statuses.count(200) >= 2  # both decode slots were used
+        refusals = [a for a in answers if a.status_code == 503]
+        assert all(a.headers["Retry-After"] == "1" for a in refusals)
+        assert any(b"AGENTLAT_MAX_DECODE_QUEUE" in a.content for a in refusals)
+    finally:
+        server.stop()

@@ -117,3 +117,17 @@ def test_a_checkpoint_the_disk_cannot_take_does_not_stop_ingest(embedded_store: 
     assert stored(embedded_store, "no-checkpoint") == 8
     wait_for(lambda: list(pipeline.wal.replay(pipeline.wal.checkpoint())) == [], timeout=5)
     assert pipeline.pending_bytes == 0
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_batch_submitted_without_a_room_check_restarts_the_writer(embedded_store: Store, make_pipeline: Any) -> None:
+    # OTLP/gRPC requests reach submit() directly, without check_room().
+    pipeline = make_pipeline(FaultyStore(embedded_store, SystemExit("thread killed"), failures=1))
+    pipeline.submit(batch_of("restarted-by-submit", 2))
+    wait_for(lambda: not pipeline.writer_alive(), timeout=5)
+
+    pipeline.submit(batch_of("restarted-by-submit", 3))
+
+    wait_for(lambda: pipeline.stats.spans_written == 5, timeout=10)
+    assert stored(embedded_store, "restarted-by-submit") == 5
+    assert pipeline.stats.writer_restarts == 1
