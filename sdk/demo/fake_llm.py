@@ -85,6 +85,7 @@ class Received:
     at_ns: int  # wall clock (time.time_ns) on arrival: the controlled delays count from here
     planned_ns: list[int] = field(default_factory=list)  # when each content chunk is due (wall clock)
     sent_ns: list[int] = field(default_factory=list)  # when each content chunk went out (wall clock)
+    finished_ns: list[int] = field(default_factory=list)  # when the answer's last byte went out (one entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,24 @@ def plan(scenario: Scenario, tools_offered: bool) -> list[Piece]:
         pieces.append(Piece("tool", name, k))
         pieces.extend(Piece("args", part, k) for part in _split(_arguments(k), parts))
     return pieces
+
+
+def has_tool_result(request: Mapping[str, Any]) -> bool:
+    """The conversation already holds a tool's answer (Chat ``role: tool``, a Responses
+    ``function_call_output`` item, an Anthropic ``tool_result`` block): the model answers in text then,
+    as a real one would, so an agent loop ends."""
+    items = [*request.get("messages", []), *(request.get("input") if isinstance(request.get("input"), list) else [])]
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("role") == "tool" or item.get("type") == "function_call_output":
+            return True
+        content = item.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+        ):
+            return True
+    return False
 
 
 def _arguments(k: int) -> str:
@@ -508,7 +527,7 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         """Answer a request that succeeds; ``times`` are seconds from its arrival at ``start``."""
         body = received.body
-        pieces = plan(scenario, bool(body.get("tools")))
+        pieces = plan(scenario, bool(body.get("tools")) and not has_tool_result(body))
         answer = _Answer(body, scenario, pieces, scenario.model or body.get("model", ""), ident)
         times = times[: len(pieces)]
         received.planned_ns.extend(received.at_ns + round(t * 1e9) for t in times)
@@ -517,11 +536,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._wait_until(deadlines[-1])
             received.sent_ns.append(time.time_ns())
             self._json(200, route.body(answer), route.request_id_header)
+            received.finished_ns.append(time.time_ns())
             return
         events = route.stream(answer)
         if scenario.abort_after_chunks:  # the stream breaks off without its end
             events = [(at, e) for at, e in events if at is None or at < scenario.abort_after_chunks]
         self._stream(events, deadlines, received.sent_ns, route.request_id_header, not scenario.abort_after_chunks)
+        received.finished_ns.append(time.time_ns())
 
     def _json(self, status: int, body: dict[str, Any], request_id_header: str) -> None:
         data = json.dumps(body).encode()

@@ -1,0 +1,194 @@
+"""The test side of the conformance suite: run a case script against a real collector and a fake
+model with known timings, then hold what agentlat stored to the truth the test measured itself.
+
+Ground truth comes from outside the instrumentation under test: when the fake model sent each
+chunk and finished (its own clock), when the tool ran (the tool's own clock), and, for where a
+model call starts, the client span that wraps it. Tolerances: TTFT, decode and ITL within
+``TTFT_TOLERANCE_MS``; model, tool and orchestration time within ``SPLIT_TOLERANCE_MS``; the three
+parts add up to E2E exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from agentlat import semconv as sc
+from agentlat.demo import FakeLLM, Received, Scenario
+from agentlat.demo.fake_llm import has_tool_result, plan
+from tests.conformance.case_kit import TOOL
+from tests.servers import ServerProcess, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).resolve().parent / "cases"
+# The issue's scenario: first chunk at 300 ms, then 20 ms gaps; a tool that sleeps 200 ms;
+# 1000 input tokens of which 800 read from the prompt cache.
+SCENARIO = Scenario(ttft_ms=300, itl_ms=20, chunks=8, input_tokens=1000, cached_tokens=800, tool_calls=(TOOL,))
+TTFT_TOLERANCE_MS = 3.0
+SPLIT_TOLERANCE_MS = 5.0
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What an instrumentation records, so what agentlat must report (else null)."""
+
+    agent: str  # the agent name of the trace; '' when the instrumentation names none
+    ttft: bool  # the time of the first chunk of a stream
+    decode: bool  # first to last chunk
+    itl: bool  # gaps between chunks
+    tokens: bool  # input and output tokens
+    cache: bool  # cache-read tokens
+    streaming_flag: bool = True  # marks a streamed call as streamed
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    stream: bool
+    trace: dict[str, Any]  # GET /api/v1/traces/{id}
+    requests: list[Received]  # what the fake model received during the run, oldest first
+    tool_calls: list[dict[str, Any]]  # the tool's own clock
+
+    @property
+    def analysis(self) -> dict[str, Any]:
+        return self.trace["analysis"]
+
+    @property
+    def spans(self) -> list[dict[str, Any]]:
+        return self.trace["spans"]
+
+    def model_calls(self) -> list[dict[str, Any]]:
+        """Client model-call spans (not phase or server spans), by start time."""
+        calls = [
+            s
+            for s in self.spans
+            if s["derived"]["Role"] == "model" and not s["derived"]["IsServerSpan"] and sc.PHASE not in s["attributes"]
+        ]
+        return sorted(calls, key=lambda s: s["start_ns"])
+
+    def describe(self) -> str:
+        rows = [
+            f"  {(s['start_ns'] - self.analysis['start_ns']) / 1e6:9.2f} {s['duration_ms']:9.2f} ms "
+            f"{s['derived']['Role']:6} {s['derived']['Dialect']:14} {s['name']}"
+            for s in sorted(self.spans, key=lambda s: s["start_ns"])
+        ]
+        return "\n".join(rows)
+
+
+def run_case(
+    script: str,
+    server: ServerProcess,
+    llm: FakeLLM,
+    stream: bool,
+    tmp_path: Path,
+    python: str = sys.executable,
+) -> CaseRun:
+    """Run ``cases/<script>.py`` in its own interpreter; return what the collector made of its trace."""
+    out = tmp_path / f"{script}-{int(stream)}.json"
+    before = len(llm.requests)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_SDK_DISABLED": "false"}
+    cmd = [python, str(CASES / f"{script}.py"), "--collector", server.url, "--llm", llm.url]
+    done = subprocess.run(
+        [*cmd, "--stream", str(int(stream)), "--out", str(out)], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, f"case {script} failed:\n{done.stdout}\n{done.stderr}"
+    answer = json.loads(out.read_text())
+    assert answer["trace_ids"], f"case {script} saw no trace id:\n{done.stderr}"
+    assert len(set(answer["trace_ids"])) == 1, f"one run spread over several traces: {answer['trace_ids']}"
+    requests = [r for r in llm.requests[before:] if r.at_ns >= answer["measured_from_ns"]]
+    return CaseRun(stream, analysed_trace(server, answer["trace_ids"][0]), requests, answer["tool_calls"])
+
+
+def analysed_trace(server: ServerProcess, trace_id: str) -> dict[str, Any]:
+    """The trace once its newest analysis covers every stored span."""
+
+    def fetch() -> dict[str, Any] | None:
+        response = server.get(f"/api/v1/traces/{trace_id}")
+        if response.status_code != 200:
+            return None
+        trace = response.json()
+        analysis = trace["analysis"]
+        return trace if analysis and analysis["span_count"] == len(trace["spans"]) else None
+
+    return wait_for(fetch, timeout=60)
+
+
+def truth_of_model_time(run: CaseRun) -> list[tuple[dict[str, Any], Received, int]]:
+    """(model-call span, its request, its true duration in ns): from the span's start, when the
+    client began the call, to the fake's last byte."""
+    calls = run.model_calls()
+    assert len(calls) == len(run.requests), (
+        f"{len(run.requests)} requests reached the model, {len(calls)} model-call spans stored:\n{run.describe()}"
+    )
+    return [(s, r, r.finished_ns[0] - s["start_ns"]) for s, r in zip(calls, run.requests, strict=True)]
+
+
+def assert_conforms(run: CaseRun, expect: Expect) -> dict[str, float]:
+    """Every check of the suite; returns the measured errors in ms (for the compatibility table)."""
+    errors: dict[str, float] = {}
+    calls = truth_of_model_time(run)
+    assert_roles(run, expect)
+    for span, request, _ in calls:
+        errors |= assert_stream_figures(span, request, expect, run.stream)
+        assert_tokens(span, request, expect)
+    errors |= assert_split(run, sum(true for _, _, true in calls))
+    return errors
+
+
+def assert_roles(run: CaseRun, expect: Expect) -> None:
+    for span, request in zip(run.model_calls(), run.requests, strict=True):
+        assert span["derived"]["Model"] == request.body["model"], span["derived"]
+    tools = [s for s in run.spans if s["derived"]["Role"] == "tool"]
+    assert [s["derived"]["Tool"] for s in tools] == [c["name"] for c in run.tool_calls], run.describe()
+    agents = {s["derived"]["Agent"] for s in run.spans if s["derived"]["Role"] == "agent"}
+    assert agents == ({expect.agent} if expect.agent else set()), f"agents {agents}:\n{run.describe()}"
+    assert run.analysis["agent"] == expect.agent
+
+
+def assert_stream_figures(span: dict[str, Any], request: Received, expect: Expect, stream: bool) -> dict[str, float]:
+    derived = span["derived"]
+    if expect.streaming_flag:
+        assert derived["Streaming"] == int(stream), derived
+    sent = [(t - span["start_ns"]) / 1e6 for t in request.sent_ns]
+    gaps = [b - a for a, b in pairwise(sent)]
+    truth = {"TtftMs": sent[0], "DecodeMs": sent[-1] - sent[0], "ItlMeanMs": statistics.mean(gaps) if gaps else 0.0}
+    recorded = {"TtftMs": expect.ttft, "DecodeMs": expect.decode, "ItlMeanMs": expect.itl}
+    errors = {}
+    for name, true in truth.items():
+        if not (stream and recorded[name]):
+            assert derived[name] is None, f"{name} {derived[name]} from an instrumentation that does not record it"
+            continue
+        assert derived[name] is not None, f"no {name}: {derived}"
+        errors[name] = derived[name] - true
+        assert abs(errors[name]) <= TTFT_TOLERANCE_MS, f"{name} {derived[name]:.2f} ms, true {true:.2f} ms"
+    return errors
+
+
+def assert_tokens(span: dict[str, Any], request: Received, expect: Expect) -> None:
+    derived = span["derived"]
+    pieces = plan(SCENARIO, bool(request.body.get("tools")) and not has_tool_result(request.body))
+    if expect.tokens:
+        expected = (SCENARIO.input_tokens, SCENARIO.total_output(len(pieces)))
+        assert (derived["InputTokens"], derived["OutputTokens"]) == expected, derived
+    if expect.cache:
+        assert derived["CacheReadTokens"] == SCENARIO.cached_tokens, derived
+    else:
+        assert derived["CacheReadTokens"] is None, derived
+
+
+def assert_split(run: CaseRun, model_true_ns: int) -> dict[str, float]:
+    """The stored split (ms at 1/1024 ms resolution) against the truth; the parts add up to E2E."""
+    a = run.analysis
+    assert abs(a["model_ms"] + a["tool_ms"] + a["orchestration_ms"] - a["e2e_ms"]) < 0.01, a
+    model_ms = model_true_ns / 1e6
+    tool_ms = sum(c["end_ns"] - c["start_ns"] for c in run.tool_calls) / 1e6
+    truth = {"model": model_ms, "tool": tool_ms, "orchestration": a["e2e_ms"] - model_ms - tool_ms}
+    errors = {part: a[f"{part}_ms"] - true for part, true in truth.items()}
+    wrong = {part: f"{err:+.2f} ms" for part, err in errors.items() if abs(err) > SPLIT_TOLERANCE_MS}
+    assert not wrong, f"split off by {wrong} (truth {truth}, e2e {a['e2e_ms']}):\n{run.describe()}"
+    return {f"{part}Ms": err for part, err in errors.items()}
