@@ -22,7 +22,13 @@ Critical path
   are dropped. Repeatedly take the child that ends last at or before the cursor (ties: the one that
   started first), walk it over its clamped interval, and set cursor = its start. Children that end
   after the cursor overlap a chosen one and are skipped: that is what parallel means. Time in
-  [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. The segments tile
+  [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. A chosen child that is
+  transparent (its role is neither model nor tool, and it is no phase or server span) walks the
+  siblings whose clamped interval lies inside its own as if they were its children: frameworks
+  record a step and the work it waits for as siblings (LangChain's ``call_model`` encloses the
+  ``RunnableSequence`` that holds the model call), and a span that lost its async context is
+  attached to an ancestor beside the span it ran in. Known work inside a span that has no category
+  of its own is what that span waited for. The segments tile
   [start_ns, start_ns + e2e_ns) exactly; ``critical_path`` lists the walked spans by start time.
 
 Attribution
@@ -296,21 +302,26 @@ def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tup
     spans, children = tree.spans, tree.children
     own: list[tuple[int, int, str, str, str]] = []  # (lo, hi, span id, category, phase) of each span's own time
     windows: dict[int, tuple[int, int, int]] = {}
-    stack = [(tree.root, tree.lo, tree.hi, 0, ORCHESTRATION, "")]
+    stack: list[tuple[int, int, int, int, str, str, list[int]]] = [
+        (tree.root, tree.lo, tree.hi, 0, ORCHESTRATION, "", [])
+    ]
     while stack:
-        node, lo, hi, depth, category, phase = stack.pop()
+        node, lo, hi, depth, category, phase, adopted = stack.pop()
         windows[node] = (lo, hi, depth)
         span_id = spans[node].span_id
         category, phase = _attribution(spans[node], category, phase)
         seg_phase = phase if category == MODEL else ""  # children inherit phase; segments carry it as model time only
         cursor = hi
-        if children[node]:  # most spans are leaves
-            for neg_hi, c_lo, child in _clamped_children(spans, children[node], lo, hi):
+        kids = children[node] + adopted if adopted else children[node]
+        if kids:  # most spans are leaves
+            keyed = _clamped_children(spans, kids, lo, hi)
+            for k, (neg_hi, c_lo, child) in enumerate(keyed):
                 if -neg_hi > cursor:
                     continue
                 if -neg_hi < cursor:
                     own.append((-neg_hi, cursor, span_id, category, seg_phase))
-                stack.append((child, c_lo, -neg_hi, depth + 1, category, phase))
+                inside = _enclosed(keyed, k) if _transparent(spans[child]) else []
+                stack.append((child, c_lo, -neg_hi, depth + 1, category, phase, inside))
                 cursor = c_lo
         if lo < cursor:
             own.append((lo, cursor, span_id, category, seg_phase))
@@ -336,6 +347,23 @@ def _attribution(span: SpanRecord, parent_category: str, parent_phase: str) -> t
     if span.phase in PHASES:
         return category, span.phase
     return category, parent_phase if span.role not in (MODEL, TOOL) else ""
+
+
+def _transparent(span: SpanRecord) -> bool:
+    """A span with no latency category of its own (not a model, tool, phase or server span)."""
+    return span.role not in (MODEL, TOOL) and not span.phase and not span.is_server_span
+
+
+def _enclosed(keyed: list[tuple[int, int, int]], k: int) -> list[int]:
+    """The siblings after ``keyed[k]`` (latest end first) whose clamped interval lies inside its interval."""
+    lo = keyed[k][1]
+    inside = []
+    for neg_c_hi, c_lo, c in keyed[k + 1 :]:
+        if -neg_c_hi <= lo:  # this one and every later one end before keyed[k] starts
+            break
+        if c_lo >= lo:
+            inside.append(c)
+    return inside
 
 
 def _clamped_children(spans: list[SpanRecord], children: list[int], lo: int, hi: int) -> list[tuple[int, int, int]]:

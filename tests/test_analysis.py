@@ -110,6 +110,34 @@ SPLIT_CASES = [
         ("r", "m"),
         id="overlapping-sibling-that-ends-after-the-cursor-is-skipped",
     ),
+    pytest.param(
+        [
+            agent("r", "", 0, 1000),
+            span("step1", "r", 10, 500),  # LangChain: the graph step, no children ...
+            span("seq1", "r", 12, 498),  # ... encloses its sibling, which holds the model call
+            model("m1", "seq1", 15, 495),
+            span("tools", "r", 500, 720),
+            tool("t", "tools", 505, 705),
+            span("step2", "r", 720, 990),
+            span("seq2", "r", 722, 988),
+            model("m2", "seq2", 725, 985),
+        ],
+        (1000, 740, 200, 60),
+        ("r", "step1", "seq1", "m1", "tools", "t", "step2", "seq2", "m2"),
+        id="step-without-category-walks-the-siblings-inside-it",
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), agent("a", "r", 10, 90), model("m", "r", 20, 60)],
+        (100, 40, 0, 60),
+        ("r", "a", "m"),
+        id="span-that-lost-its-context-counts-inside-the-span-it-ran-in",
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), tool("t", "r", 10, 90), model("m", "r", 20, 60)],
+        (100, 0, 80, 20),
+        ("r", "t"),
+        id="work-inside-a-tool-sibling-stays-parallel",
+    ),
 ]
 
 

@@ -155,10 +155,10 @@ def reference(records: list[SpanRecord]) -> Reference:
     owner: dict[int, str] = {}
     walked: dict[str, int] = {}
 
-    def walk(span_id: str, w_lo: int, w_hi: int) -> None:
+    def walk(span_id: str, w_lo: int, w_hi: int, adopted: list[str]) -> None:
         walked[span_id] = w_lo
         clamped = []
-        for kid in nodes[span_id].kids:
+        for kid in nodes[span_id].kids + adopted:
             k_lo, k_hi = max(nodes[kid].start, w_lo), min(nodes[kid].end, w_hi)
             if k_hi > k_lo:
                 clamped.append((k_lo, k_hi, kid))
@@ -167,13 +167,15 @@ def reference(records: list[SpanRecord]) -> Reference:
             ending_here = [c for c in clamped if c[1] == tick]
             if ending_here:
                 k_lo, k_hi, kid = min(ending_here, key=lambda c: order_key(nodes[c[2]]))
-                walk(kid, k_lo, k_hi)
+                # A kid with no category of its own walks the siblings that lie inside it as its kids.
+                inside = [c[2] for c in clamped if c[2] != kid and k_lo <= c[0] and c[1] <= k_hi]
+                walk(kid, k_lo, k_hi, inside if not _is_call(nodes[kid]) else [])
                 tick = k_lo
             else:
                 owner[tick - 1] = span_id
                 tick -= 1
 
-    walk(root.id, lo, hi)
+    walk(root.id, lo, hi, [])
 
     # Attribution: the nearest model or tool ancestor-or-self; phases stop at the nearest call.
     category: dict[int, str] = {}
