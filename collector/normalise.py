@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -220,6 +221,7 @@ class _Out:
 # --- dialect tables ----------------------------------------------------------------------
 
 Extra = Callable[[_Span, _Out], None]
+RoleRule = Callable[[_Span, tuple[str, str]], tuple[str, str]]  # what the role table cannot say
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +245,7 @@ class Dialect:
     fixed: Mapping[str, object] = field(default_factory=dict)  # always set
     defaults: Mapping[str, object] = field(default_factory=dict)  # set when still empty
     extra: Extra | None = None  # events, ISO times, differences of two attributes
+    role_rule: RoleRule | None = None  # (role, operation) the table gave -> the span's, before any read
 
     def __post_init__(self) -> None:  # role values are matched case-insensitively
         object.__setattr__(self, "roles", {k.lower(): r for k, r in self.roles.items()})
@@ -274,9 +277,12 @@ GENERIC_SOURCES: Sources = {
     ),
     "CacheCreationTokens": (
         sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,  # the anthropic SDK's own spans
         sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS_LEGACY,
     ),
     "ReasoningTokens": sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+    # GenAI's TTFT (s): the span attribute, and the metric's name, which pydantic-ai writes on spans
+    "TtftMs": (sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK),
     "Tool": sc.GEN_AI_TOOL_NAME,
     "ToolCallId": sc.GEN_AI_TOOL_CALL_ID,
     "Agent": sc.GEN_AI_AGENT_NAME,
@@ -291,7 +297,7 @@ _SERVER_SOURCES: Sources = {
     "CacheReadTokens": sc.GEN_AI_USAGE_CACHED_TOKENS,
 }
 
-_MODEL, _TOOL, _AGENT = sc.ROLE_MODEL, sc.ROLE_TOOL, sc.ROLE_AGENT
+_MODEL, _TOOL, _AGENT, _STREAM = sc.ROLE_MODEL, sc.ROLE_TOOL, sc.ROLE_AGENT, sc.ROLE_STREAM
 _CHAT, _EMBED = (_MODEL, sc.OP_CHAT), (_MODEL, sc.OP_EMBEDDINGS)
 _COMPLETION = (_MODEL, sc.OP_TEXT_COMPLETION)
 _RUN_TOOL, _RUN_AGENT = (_TOOL, sc.OP_EXECUTE_TOOL), (_AGENT, sc.OP_INVOKE_AGENT)
@@ -306,24 +312,141 @@ _VERCEL_TOP = ("generateText", "streamText", "generateObject", "streamObject", "
 
 
 def _first_token_event(span: _Span, out: _Out) -> None:
-    """OpenInference: TTFT is the "First Token Stream Event" relative to span start."""
+    """OpenInference: TTFT is the "First Token Stream Event" relative to span start. Its stream
+    wrapper ends the span when the stream is consumed, so decode time runs from that event to the
+    span's end (a stream the caller abandons ends when it is closed: the decode time then holds
+    the reading the caller did)."""
     times = [at for name, at in zip(*span.events, strict=True) if name == "First Token Stream Event"]
     if times and span.start is not None:
         out.put("Streaming", 1)
         out.put_ms("TtftMs", (min(times) - span.start) / _NS_PER_MS)
+        if span.end is not None and span.start <= min(times) <= span.end:
+            out.put_ms("DecodeMs", (span.end - min(times)) / _NS_PER_MS)
+
+
+# OpenInference writes what the framework it instruments hands it; the rules below fix what its
+# span kind and attributes get wrong for agent frameworks (docs/attributes.md, "OpenInference").
+_JSON_LIMIT = 64 * 1024  # a JSON attribute longer than this is not parsed
+# What frameworks call a run nobody named: the OpenAI Agents SDK's default workflow_name, LangGraph's
+# default graph name. A span named so, with no agent.name, names no agent.
+UNNAMED_RUNS = frozenset({"Agent workflow", "LangGraph"})
+_USAGE_KEY = re.compile(r'"usage"\s*:\s*')
+_JSON = json.JSONDecoder()
+
+
+def _json_object(raw: object) -> Mapping[str, object] | None:
+    """A JSON-object attribute (or a map the decoder made of one), parsed only when under
+    ``_JSON_LIMIT``; None for anything else, bad JSON included."""
+    if isinstance(raw, Mapping):
+        return raw
+    if not isinstance(raw, str) or len(raw) > _JSON_LIMIT or not raw.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _openinference_role(span: _Span, role: tuple[str, str]) -> tuple[str, str]:
+    """The role OpenInference's span kind gives, but for runs of agent frameworks it misnames:
+
+    - LangChain's tracer gives kind AGENT to every run whose name contains "agent", and LangGraph
+      names each run of a graph node after the node (``metadata.langgraph_node``; create_react_agent's
+      model node is called "agent"). A graph node is a step of an agent, not one: AGENT on a node
+      counts as CHAIN, unless the run is an agent that langchain's create_agent named
+      (``metadata.lc_agent_name`` is the run's own name).
+    - The run of a LangGraph graph itself (``metadata.ls_integration`` "langgraph", no node) is the
+      agent, named by the graph's name (``create_react_agent(name=...)``), whatever its kind.
+    - A run that only carries a framework's name for an unnamed one (``UNNAMED_RUNS``) and no
+      ``agent.name`` is no agent: the OpenAI Agents SDK's trace root "Agent workflow" (the
+      instrumentor gives it kind AGENT), whose agent span inside carries the agent's name.
+    """
+    if role[0] not in (_AGENT, _OTHER):
+        return role
+    raw = span.attrs.get("metadata")
+    if isinstance(raw, Mapping) or (isinstance(raw, str) and '"langgraph' in raw):
+        metadata = _json_object(raw) or {}
+        if "langgraph_node" in metadata:
+            if role[0] == _AGENT and span.name != metadata.get("lc_agent_name"):
+                return _OTHER, ""
+        elif metadata.get("ls_integration") == "langgraph" and role[0] == _OTHER:
+            role = _RUN_AGENT
+    if role[0] == _AGENT and span.name in UNNAMED_RUNS and "agent.name" not in span.attrs:
+        return _OTHER, ""
+    return role
+
+
+def _cached_tokens(raw: object) -> int | None:
+    """Cache-read tokens in the ``usage`` object of a JSON response (OpenAI's Responses shape,
+    ``input_tokens_details.cached_tokens``, or Chat Completions', ``prompt_tokens_details``). Only
+    that object is parsed: the last ``"usage"`` key (inside a string its quotes are escaped, so
+    a match is a key or a string value, which no colon follows), so a long response costs a
+    search, not a parse; bad or truncated JSON gives None."""
+    if not isinstance(raw, str) or "cached_tokens" not in raw:
+        return None
+    found, at = None, len(raw)
+    while found is None and (at := raw.rfind('"usage"', 0, at)) >= 0:
+        found = _USAGE_KEY.match(raw, at)
+    try:
+        usage = _JSON.raw_decode(raw, found.end())[0] if found else None
+    except (ValueError, RecursionError):
+        return None
+    for details in ("input_tokens_details", "prompt_tokens_details"):
+        part = usage.get(details) if isinstance(usage, dict) else None
+        cached = part.get("cached_tokens") if isinstance(part, dict) else None
+        if type(cached) is int and 0 <= cached < 2**64:
+            return cached
+    return None
+
+
+def _openinference_extra(span: _Span, out: _Out) -> None:
+    """TTFT from the first-token event; on model calls, the stream flag from the invocation
+    parameters' ``stream`` and, when no attribute gave them, cache-read tokens from the usage in
+    ``output.value`` (the OpenAI Agents instrumentor leaves them there on Chat Completions streams)."""
+    _first_token_event(span, out)
+    if out.role != _MODEL:
+        return
+    if "Streaming" not in out.taken:
+        params = _json_object(span.attrs.get("llm.invocation_parameters"))
+        stream = params.get("stream") if params is not None else None
+        if isinstance(stream, bool):
+            out.put("Streaming", int(stream))
+    if out.values["CacheReadTokens"] is None:
+        cached = _cached_tokens(span.attrs.get("output.value"))
+        if cached is not None:
+            out.put("CacheReadTokens", cached)
 
 
 _CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})
 
 
+def _content_chunks(times: list[int], out: _Out) -> list[int]:
+    """The chunk events (sorted times) of the chunks that carry content: text or tool-call deltas.
+    OpenLLMetry adds one event per chunk of an OpenAI-style stream and marks none as content or
+    not (the events have no attributes), so the stream's own shape says which: a Chat Completions
+    stream opens with a chunk that carries only the role (``delta.content`` ""), closes with one
+    that carries only the finish reason, and, when the caller asked for usage
+    (``stream_options.include_usage``), ends with a usage chunk (no choices). OpenLLMetry 0.62
+    reports a stream's tokens from that chunk alone, so tokens on the span mean it came. The
+    role chunk is dropped on chat calls only; none is left of a stream without content."""
+    if not times:
+        return times
+    lead = 1 if out.values["Operation"] == sc.OP_CHAT else 0
+    usage = out.values["InputTokens"] is not None or out.values["OutputTokens"] is not None
+    return times[lead : len(times) - 1 - usage]
+
+
 def _chunk_events(span: _Span, out: _Out) -> None:
-    """OpenLLMetry: TTFT, decode time and inter-token latency from completion chunk events."""
+    """OpenLLMetry: TTFT, decode time and inter-token latency from completion chunk events, of the
+    chunks that carry content only (``_content_chunks``)."""
     names, times = span.events
     if not _CHUNK_EVENTS.issuperset(names):
         times = [at for name, at in zip(names, times, strict=True) if name in _CHUNK_EVENTS]
     times = sorted(times)
     if times:
         out.put("Streaming", 1)
+    times = _content_chunks(times, out)
     if times and span.start is not None:
         out.put_ms("TtftMs", (times[0] - span.start) / _NS_PER_MS)
     stats = gap_stats(times)
@@ -357,14 +480,21 @@ def _vercel_stream(span: _Span, out: _Out) -> None:
 
 
 def _logfire_stream(span: _Span, out: _Out) -> None:
-    """A streamed request span ends when the stream starts; a later log times the rest."""
-    template = span.attrs.get("logfire.msg_template", span.name)
-    if isinstance(template, str) and template.startswith("streaming response from"):
-        decode = out.read(span.attrs, "duration", _DURATIONS["s"])
-        if isinstance(decode, float):
-            out.put("DecodeMs", decode)
-    elif out.role == _MODEL and out.values["Streaming"] == 1 and span.duration_ms is not None:
-        out.put_ms("TtftMs", span.duration_ms)
+    """A streamed request span ends when the response headers arrive, not at the first chunk, so its
+    duration is no TTFT. The stream is timed by a record of its own (role stream): a zero-length log
+    emitted when the stream ends, whose ``duration`` (s) runs from when the client began reading the
+    stream; it goes to DecodeMs, which the trace analysis reads as the interval the record states."""
+    if out.role == _STREAM:
+        out.put("Streaming", 1)
+        stream = out.read(span.attrs, "duration", _DURATIONS["s"])
+        if isinstance(stream, float):
+            out.put("DecodeMs", stream)
+
+
+def _ttft_means_streamed(span: _Span, out: _Out) -> None:
+    """Only a stream has a first chunk: a call with a TTFT and no stream flag was streamed (pydantic-ai)."""
+    if out.values["TtftMs"] is not None:
+        out.put("Streaming", 1)
 
 
 DIALECTS: tuple[Dialect, ...] = (
@@ -387,7 +517,8 @@ DIALECTS: tuple[Dialect, ...] = (
             "ConversationId": "session.id",
             _ENTITY: _SPAN_NAME,
         },
-        extra=_first_token_event,
+        extra=_openinference_extra,
+        role_rule=_openinference_role,
     ),
     Dialect(
         name="openllmetry",
@@ -465,9 +596,11 @@ DIALECTS: tuple[Dialect, ...] = (
         name="logfire",
         markers=("logfire.msg_template",),
         name_prefixes=("Chat Completion with ", "Message with ", "streaming response from "),
-        kind_keys=("logfire.msg_template", _NAME),
+        # the user's own logfire.span()s say what they are with gen_ai.operation.name, if at all
+        kind_keys=("logfire.msg_template", _NAME, sc.GEN_AI_OPERATION_NAME),
         roles={"chat completion with *": _CHAT, "message with *": _CHAT, "completion with *": _COMPLETION}
-        | {"embedding creation with *": _EMBED},
+        | {"embedding creation with *": _EMBED, "streaming response from *": (_STREAM, sc.OP_CHAT)}
+        | _GENAI_ROLES,
         json_attrs=("request_data",),
         sources={
             "Model": (sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, "request_data.model"),
@@ -500,7 +633,6 @@ DIALECTS: tuple[Dialect, ...] = (
         kind_keys=(sc.GEN_AI_OPERATION_NAME,),
         roles=_GENAI_ROLES,
         sources={
-            "TtftMs": sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
             "Streaming": sc.GEN_AI_REQUEST_STREAM,
             "QueueMs": sc.GEN_AI_LATENCY_TIME_IN_QUEUE,
             "PrefillMs": sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL,
@@ -517,6 +649,7 @@ DIALECTS: tuple[Dialect, ...] = (
             "PrefetchSavedMs": sc.PREFETCH_SAVED,
             "PrefetchWastedMs": sc.PREFETCH_WASTED,
         },
+        extra=_ttft_means_streamed,
     ),
 )
 
@@ -672,7 +805,8 @@ def _derive(span: _Span, out: _Out) -> None:
         span.attrs = {**span.attrs, **flat, _SPAN_NAME: span.name}
     for column, value in dialect.fixed.items() if dialect.fixed else ():
         out.put(column, value)
-    out.role, operation = _role(compiled, span, out)
+    role = _role(compiled, span, out)
+    out.role, operation = dialect.role_rule(span, role) if dialect.role_rule is not None else role
     out.put("Role", out.role)
     if INNER_OF_MODEL_CALL in span.attrs and out.read(span.attrs, INNER_OF_MODEL_CALL, _flag):
         # an inner layer of one of our model calls: not another call. Only the Role column
@@ -684,11 +818,30 @@ def _derive(span: _Span, out: _Out) -> None:
     _read_sources(compiled.reads[_ENTITY_COLUMN.get(out.role, "")], span, out)
     if dialect.extra is not None:
         dialect.extra(span, out)
+    if out.values["Streaming"] == 1 or out.values["IsServerSpan"] == 1:
+        _server_timing(span, out)
     for column, value in dialect.defaults.items() if dialect.defaults else ():
         out.put(column, value)
     ttft, duration = out.values["TtftMs"], span.duration_ms
     if isinstance(ttft, float) and duration is not None and ttft > duration + 1e-6:
         out.flag("ttft_exceeds_duration")
+
+
+def _server_timing(span: _Span, out: _Out) -> None:
+    """GenAI's server timing metrics written on a span, for every dialect, when nothing else gave
+    the column. TTFT from time_to_first_token on streamed calls and server spans (OpenLIT writes
+    it on the client's call too; on a call that is not streamed it writes the whole call there).
+    The time per output token is the mean inter-token latency on server spans only: on a client's
+    call (OpenLIT) it is the mean gap between every chunk of the stream, the role, finish and usage
+    chunks included, a third short on an 8-chunk stream: a plausible wrong ITL, so not read."""
+    reads = [("TtftMs", sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN)]
+    if out.values["IsServerSpan"] == 1:
+        reads.append(("ItlMeanMs", sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN))
+    for column, attr in reads:
+        if attr in span.attrs and column not in out.taken:
+            value = out.read(span.attrs, attr, _DURATIONS["s"])
+            if value is not None:
+                out.put(column, value)
 
 
 def _read_sources(reads: Mapping[str, tuple[_Read, ...]], span: _Span, out: _Out) -> None:

@@ -23,6 +23,7 @@ GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"  # includes cached token
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS = "gen_ai.usage.cache_write.input_tokens"  # newer name of cache_creation
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
@@ -30,6 +31,11 @@ GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_AGENT_ID = "gen_ai.agent.id"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+# GenAI's server-side timing metrics (seconds), which some instrumentations (OpenLIT) write as
+# attributes of the client's span
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"  # a metric's name, on spans
+GEN_AI_SERVER_TIME_TO_FIRST_TOKEN = "gen_ai.server.time_to_first_token"
+GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN = "gen_ai.server.time_per_output_token"
 ERROR_TYPE = "error.type"
 
 # Legacy usage names (OpenLLMetry, vLLM, older instrumentations).
@@ -92,4 +98,8 @@ ROLE_MODEL = "model"
 ROLE_TOOL = "tool"
 ROLE_AGENT = "agent"
 ROLE_OTHER = "other"
-ROLES = (ROLE_MODEL, ROLE_TOOL, ROLE_AGENT, ROLE_OTHER)
+# A record that times a model call's stream apart from the call's own span (Logfire's "streaming
+# response from ... took ...s" log, emitted when the stream ends): not a call; the trace analysis
+# counts the interval it states as the call's model time.
+ROLE_STREAM = "stream"
+ROLES = (ROLE_MODEL, ROLE_TOOL, ROLE_AGENT, ROLE_OTHER, ROLE_STREAM)

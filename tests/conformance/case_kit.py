@@ -5,7 +5,7 @@ interpreter of its own (another virtualenv for OpenLIT), so each instrumentation
 patches and tracer provider stay out of the others' way. It may import only the standard
 library, opentelemetry-api and its own instrumentation: agentlat is not installed there.
 
-    case = parse_case()              # --collector URL --llm URL --stream 0|1 --out FILE
+    case = parse_case()              # --collector URL --llm URL --stream 0|1 --out FILE [--provider P]
     case.run(agent)                  # agent(): one agent run, with case.get_weather as its tool
     ... flush the instrumentation ...
     case.finish()                    # writes the tool's own clock and the trace id for the test
@@ -43,6 +43,7 @@ class Case:
     llm: str  # base URL of the fake model server (OpenAI base_url is {llm}/v1)
     stream: bool
     out: str
+    provider: str = "openai"  # the client a case drives, where it can drive either: openai | anthropic
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     trace_ids: list[str] = field(default_factory=list)
     measured_from_ns: int = 0  # when the measured run began; 0 during the warm-up
@@ -96,5 +97,6 @@ def parse_case() -> Case:
     parser.add_argument("--llm", required=True)
     parser.add_argument("--stream", type=int, choices=(0, 1), required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
     args = parser.parse_args()
-    return Case(args.collector, args.llm, bool(args.stream), args.out)
+    return Case(args.collector, args.llm, bool(args.stream), args.out, args.provider)

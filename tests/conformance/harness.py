@@ -14,7 +14,7 @@ import os
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ CASES = Path(__file__).resolve().parent / "cases"
 SCENARIO = Scenario(ttft_ms=300, itl_ms=20, chunks=8, input_tokens=1000, cached_tokens=800, tool_calls=(TOOL,))
 TTFT_TOLERANCE_MS = 3.0
 SPLIT_TOLERANCE_MS = 5.0
+ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Expect:
     tokens: bool  # input and output tokens
     cache: bool  # cache-read tokens
     streaming_flag: bool = True  # marks a streamed call as streamed
+    # wider bounds than TTFT_TOLERANCE_MS, by column, for a figure the instrumentation records but
+    # measures its own way (OpenLIT's TTFT clock starts when the call returns the stream)
+    tolerance_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,22 @@ class CaseRun:
         return self.trace["spans"]
 
     def model_calls(self) -> list[dict[str, Any]]:
-        """Client model-call spans (not phase or server spans), by start time."""
+        """Client model-call spans (not phase or server spans), by start time. The anthropic SDK
+        records each call with a span of its own beside the instrumentation's: inside it
+        (OpenInference) or as its sibling with the same ``gen_ai.response.id`` (OpenLLMetry). That
+        span is the same call seen twice: the instrumentation's, which starts first, is the call."""
         calls = [
             s
             for s in self.spans
             if s["derived"]["Role"] == "model" and not s["derived"]["IsServerSpan"] and sc.PHASE not in s["attributes"]
         ]
-        return sorted(calls, key=lambda s: s["start_ns"])
+        ids, responses, outer = {s["span_id"] for s in calls}, set(), []
+        for span in sorted(calls, key=lambda s: (s["start_ns"], -s["duration_ms"])):
+            response = span["attributes"].get("gen_ai.response.id")
+            if span["parent_span_id"] not in ids and (response is None or response not in responses):
+                outer.append(span)
+            responses.add(response)
+        return outer
 
     def describe(self) -> str:
         rows = [
@@ -87,12 +100,13 @@ def run_case(
     stream: bool,
     tmp_path: Path,
     python: str = sys.executable,
+    provider: str = "openai",
 ) -> CaseRun:
     """Run ``cases/<script>.py`` in its own interpreter; return what the collector made of its trace."""
-    out = tmp_path / f"{script}-{int(stream)}.json"
+    out = tmp_path / f"{script}-{provider}-{int(stream)}.json"
     before = len(llm.requests)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_SDK_DISABLED": "false"}
-    cmd = [python, str(CASES / f"{script}.py"), "--collector", server.url, "--llm", llm.url]
+    cmd = [python, str(CASES / f"{script}.py"), "--collector", server.url, "--llm", llm.url, "--provider", provider]
     done = subprocess.run(
         [*cmd, "--stream", str(int(stream)), "--out", str(out)], env=env, capture_output=True, text=True, timeout=180
     )
@@ -118,14 +132,47 @@ def analysed_trace(server: ServerProcess, trace_id: str) -> dict[str, Any]:
     return wait_for(fetch, timeout=60)
 
 
+def conforms(
+    script: str, server: ServerProcess, llm: FakeLLM, stream: bool, tmp_path: Path, expect: Expect, **kw: Any
+) -> dict[str, float]:
+    """Run a case and check it, at most ``ATTEMPTS`` times until one run passes; returns its errors.
+
+    Timings are real: on a loaded 2-core machine another process can stall the case for tens of
+    milliseconds at any moment. Such noise only ever adds delay, so the least disturbed run is the
+    measurement (as timeit takes the minimum); a systematic error fails every attempt."""
+    for left in reversed(range(ATTEMPTS)):
+        run = run_case(script, server, llm, stream, tmp_path, **kw)
+        try:
+            return assert_conforms(run, expect)
+        except AssertionError:
+            if not left:
+                raise
+    raise AssertionError("unreachable")
+
+
 def truth_of_model_time(run: CaseRun) -> list[tuple[dict[str, Any], Received, int]]:
     """(model-call span, its request, its true duration in ns): from the span's start, when the
-    client began the call, to the fake's last byte."""
+    client began the call, to the fake's last byte or the span's end (or its stream record's end),
+    whichever is later: the client's parsing of the answer is part of the call, and a span that ends
+    when a stream starts is not the whole call."""
     calls = run.model_calls()
     assert len(calls) == len(run.requests), (
         f"{len(run.requests)} requests reached the model, {len(calls)} model-call spans stored:\n{run.describe()}"
     )
-    return [(s, r, r.finished_ns[0] - s["start_ns"]) for s, r in zip(calls, run.requests, strict=True)]
+    ends = [s["start_ns"] + round(s["duration_ms"] * 1e6) for s in calls]
+    # a stream timed by a record of its own (role stream, one per streamed call: Logfire) ends with it
+    streams = sorted(
+        s["start_ns"] + round(s["duration_ms"] * 1e6) for s in run.spans if s["derived"]["Role"] == "stream"
+    )
+    if streams:
+        assert len(streams) == len(calls), f"{len(streams)} stream records, {len(calls)} calls:\n{run.describe()}"
+        ends = [max(end, stream) for end, stream in zip(ends, streams, strict=True)]
+    for span, request, end in zip(calls, run.requests, ends, strict=True):
+        tail_ms = (end - request.finished_ns[0]) / 1e6
+        assert tail_ms <= SPLIT_TOLERANCE_MS, f"{span['name']} ends {tail_ms:.2f} ms after the model's last byte"
+    return [
+        (s, r, max(r.finished_ns[0], end) - s["start_ns"]) for s, r, end in zip(calls, run.requests, ends, strict=True)
+    ]
 
 
 def assert_conforms(run: CaseRun, expect: Expect) -> dict[str, float]:
@@ -133,9 +180,14 @@ def assert_conforms(run: CaseRun, expect: Expect) -> dict[str, float]:
     errors: dict[str, float] = {}
     calls = truth_of_model_time(run)
     assert_roles(run, expect)
-    for span, request, _ in calls:
-        errors |= assert_stream_figures(span, request, expect, run.stream)
+    for span, request, true_ns in calls:
+        for name, error in assert_stream_figures(span, request, expect, run.stream).items():
+            errors[name] = max(errors.get(name, error), error, key=abs)  # the worst call's
         assert_tokens(span, request, expect)
+        # how long the call's span ran past the model's last byte (the client's own work): part of model time
+        tail_ms = (span["start_ns"] + true_ns - request.finished_ns[0]) / 1e6
+        errors["modelTailMs"] = max(errors.get("modelTailMs", tail_ms), tail_ms)
+    assert run.analysis["model_calls"] == len(run.requests), f"model calls counted:\n{run.describe()}"
     errors |= assert_split(run, sum(true for _, _, true in calls))
     return errors
 
@@ -165,7 +217,8 @@ def assert_stream_figures(span: dict[str, Any], request: Received, expect: Expec
             continue
         assert derived[name] is not None, f"no {name}: {derived}"
         errors[name] = derived[name] - true
-        assert abs(errors[name]) <= TTFT_TOLERANCE_MS, f"{name} {derived[name]:.2f} ms, true {true:.2f} ms"
+        tolerance = expect.tolerance_ms.get(name, TTFT_TOLERANCE_MS)
+        assert abs(errors[name]) <= tolerance, f"{name} {derived[name]:.2f} ms, true {true:.2f} ms"
     return errors
 
 

@@ -1,0 +1,129 @@
+"""What each instrumentation users already run records, so what agentlat must report from it (else
+null): the single table that the conformance suite runs (test_conformance.py) and that the
+compatibility table in docs/attributes.md and the README is checked against.
+
+Each entry: the case script under ``cases/``, the table's row name, what a streamed and a whole
+run must give, the client it drives, and the virtualenv it needs ("" for the project's own)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from tests.conformance.harness import Expect
+
+AGENT = "weather_agent"
+
+
+@dataclass(frozen=True)
+class Instrumentation:
+    script: str
+    row: str  # its row in the compatibility table
+    stream: Expect
+    whole: Expect
+    provider: str = "openai"  # the client the script drives, for scripts that can drive either
+    virtualenv: str = ""  # a name for tests/conformance/envs.py, else the project's interpreter
+
+    @property
+    def ident(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.row.lower()).strip("-")
+
+
+def records(**what: bool) -> Expect:
+    """What a streamed run records (nothing unless named); a whole run has no stream timing to record."""
+    return Expect(
+        agent=AGENT, **{"ttft": False, "decode": False, "itl": False, "tokens": False, "cache": False, **what}
+    )
+
+
+def same(expect: Expect, **changes: object) -> tuple[Expect, Expect]:
+    return expect, replace(expect, **changes)
+
+
+INSTRUMENTATIONS: tuple[Instrumentation, ...] = (
+    # agentlat's SDK: init() instruments the openai client; agent and tool scoped by hand.
+    Instrumentation(
+        "agentlat_openai",
+        "agentlat SDK (openai)",
+        *same(records(ttft=True, decode=True, itl=True, tokens=True, cache=True)),
+    ),
+    # LangGraph create_react_agent on ChatOpenAI, OpenInference's LangChain instrumentor: every run of
+    # the graph as a span; the stream flag among the invocation parameters; no chunk timing.
+    Instrumentation(
+        "langgraph_openinference",
+        "LangGraph + OpenInference (langchain)",
+        *same(records(tokens=True, cache=True)),
+    ),
+    # OpenAI Agents SDK + OpenInference: workflow, agent, turns, calls, tools; no stream flag nor
+    # chunk timing; cache reads on streamed Chat Completions calls only inside output.value, and
+    # dropped by the instrumentor on whole ones.
+    Instrumentation(
+        "openai_agents_openinference",
+        "OpenAI Agents SDK + OpenInference (Chat Completions)",
+        *same(records(tokens=True, cache=True, streaming_flag=False), cache=False),
+    ),
+    Instrumentation(
+        "openai_agents_responses_openinference",
+        "OpenAI Agents SDK + OpenInference (Responses)",
+        *same(records(tokens=True, cache=True, streaming_flag=False)),
+    ),
+    # pydantic-ai Agent.instrument_all(): GenAI names; on a stream the time to the first chunk
+    # (gen_ai.client.operation.time_to_first_chunk) and no stream flag; no decode or ITL.
+    Instrumentation("pydantic_ai_agent", "pydantic-ai (openai)", *same(records(ttft=True, tokens=True, cache=True))),
+    Instrumentation(
+        "pydantic_ai_agent",
+        "pydantic-ai (anthropic)",
+        *same(records(ttft=True, tokens=True, cache=True)),
+        provider="anthropic",
+    ),
+    # Logfire's integrations: model calls only (agent and tool are the user's logfire.spans with GenAI
+    # attributes). A streamed call's span ends at the response headers; a log at the stream's end
+    # holds its duration, tokens and cache reads. No stream flag, no chunk timing.
+    Instrumentation(
+        "logfire_clients",
+        "Logfire (openai)",
+        *same(records(streaming_flag=False), tokens=True, cache=True),
+    ),
+    Instrumentation(
+        "logfire_clients",
+        "Logfire (anthropic)",
+        *same(records(streaming_flag=False), tokens=True, cache=True),
+        provider="anthropic",
+    ),
+    # OpenLLMetry openai: one event per SSE chunk, narrowed to the content chunks.
+    Instrumentation(
+        "openllmetry_clients",
+        "OpenLLMetry (openai)",
+        *same(records(ttft=True, decode=True, itl=True, tokens=True, cache=True)),
+    ),
+    # OpenLLMetry anthropic: no chunk events; on a stream one output token too many (it adds
+    # message_delta's running total to message_start's), so tokens are checked on whole calls only.
+    Instrumentation(
+        "openllmetry_clients",
+        "OpenLLMetry (anthropic)",
+        *same(records(cache=True), tokens=True),
+        provider="anthropic",
+    ),
+    # OpenInference openai: a first-token event (TTFT), the span ends when the stream is consumed
+    # (decode); no per-chunk timing. anthropic: no first-token event.
+    Instrumentation(
+        "openinference_clients",
+        "OpenInference (openai)",
+        *same(records(ttft=True, decode=True, tokens=True, cache=True)),
+    ),
+    Instrumentation(
+        "openinference_clients",
+        "OpenInference (anthropic)",
+        *same(records(tokens=True, cache=True)),
+        provider="anthropic",
+    ),
+    # OpenLIT 1.44 (its own virtualenv: it wants openai<3): time_to_first_token on a stream, its clock
+    # started when the call returns the stream (2.5-4 ms short); its time_per_output_token averages
+    # every chunk's gap and is no ITL; cache reads on whole calls only.
+    Instrumentation(
+        "openlit_openai",
+        "OpenLIT (openai)",
+        *same(records(ttft=True, tokens=True, tolerance_ms={"TtftMs": 6.0}), cache=True),
+        virtualenv="openlit",
+    ),
+)

@@ -1,0 +1,62 @@
+"""Virtualenvs of their own for instrumentations that cannot share the project's: OpenLIT 1.44 wants
+openai<3, anthropic<1 and an older OpenTelemetry than ``.venv`` holds.
+
+``virtualenv(name)`` builds ``.venv-conformance/<name>`` (under the repository root, gitignored) with
+``python -m venv`` and ``pip install -r tests/conformance/requirements-<name>.txt``, every package
+pinned, and returns its interpreter. A build is reused while its stamp file holds the requirements
+it was built from; any change to them rebuilds it from scratch. Builds are serialised by a file
+lock, so parallel test workers share one. A failed install fails the test, loudly: CI runs every
+case, so a case that cannot run is an error, never a skip."""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENVS = ROOT / ".venv-conformance"
+HERE = Path(__file__).resolve().parent
+STAMP = "agentlat-requirements.txt"
+INSTALL_TIMEOUT_S = 900
+
+
+class EnvBuildError(RuntimeError):
+    """The virtualenv could not be built: the message holds pip's output."""
+
+
+def requirements(name: str) -> Path:
+    return HERE / f"requirements-{name}.txt"
+
+
+def virtualenv(name: str) -> Path:
+    """The interpreter of ``.venv-conformance/<name>``, built first if missing or stale."""
+    wanted = requirements(name).read_text()
+    env = ENVS / name
+    python = env / "bin" / "python"
+    ENVS.mkdir(exist_ok=True)
+    with open(ENVS / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = env / STAMP
+        if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+            return python
+        started = time.monotonic()
+        shutil.rmtree(env, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(env)], f"python -m venv {env}")
+        pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+        _run([*pip, "-r", str(requirements(name))], f"pip install -r {requirements(name).name} into {env}")
+        stamp.write_text(wanted)  # last: a build cut short is never taken for a good one
+        print(f"built {env} in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return python
+
+
+def _run(cmd: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise EnvBuildError(f"{what}: no answer in {INSTALL_TIMEOUT_S} s\n{exc.stdout}\n{exc.stderr}") from exc
+    if done.returncode != 0:
+        raise EnvBuildError(f"{what} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
