@@ -15,6 +15,15 @@ Assembly
   * E2E is the root's duration. For a partial trace it is max end - min start over all spans; the
     root's window is widened to that, and its own time outside its real interval (time of the
     missing parent) is orchestration.
+  * A stream record (role ``stream``: a span or log that times a model call's stream apart from the
+    call's own span, which ended when the response headers came; Logfire's "streaming response ...
+    took ...s" log, a zero-length sibling of the call emitted when the stream ends) states the
+    interval [end - decode_ms, end] (or from its own start, if earlier). It becomes a model phase
+    span over that interval (phase ``stream``, so never a model call), and it stretches the model
+    call it times to its end: its parent, if that is a client model call, else the sibling client
+    model call that ended last at or before the stated start (1 ms of slack; it must have started
+    by then), provided no other sibling started in between. The stretched call takes the record's
+    token counts it lacks. A record that times no call is model time over its interval alone.
 
 Critical path
   Walk from the root over its window. For a span S walked over [lo, hi], with cursor = hi: its
@@ -38,8 +47,14 @@ Attribution
   ``queue``/``prefill``/``decode`` phase span (or its descendants) also count in queue_ns etc.
 
 Plain sums and counts
-  A client model call has role model, is not a server span and is not a phase span; server spans
-  never add model calls. model_sum_ns / tool_sum_ns are plain sums of client model call / tool call
+  A client model call has role model, is not a server span and is not a phase span, and its parent
+  is not one: a call directly inside another is the same client call wrapped by two
+  instrumentations (OpenInference's span around the anthropic SDK's own) and counts once, as the
+  outer one (a call made inside a phase span of another, a guard model during decode, counts).
+  Two client model calls with the same response id (``gen_ai.response.id``) are one call seen by
+  two instrumentations that do not nest (OpenLLMetry's anthropic span, which it never makes
+  current, beside the anthropic SDK's own): the one that starts first counts (ties: the longer).
+  Server spans never add model calls. model_sum_ns / tool_sum_ns are plain sums of client model call / tool call
   durations (nested calls count in both). parallelism = (model_sum_ns + tool_sum_ns) /
   (model_ns + tool_ns), 1.0 when the denominator is 0. A server span joins the nearest client model
   call above it (outermost server spans only); server_ns sums joined server spans and
@@ -106,6 +121,7 @@ class SpanRecord:
     prefetch_outcome: str = ""  # '' | 'hit' | 'miss' | 'cancelled'
     prefetch_saved_ms: float | None = None
     prefetch_wasted_ms: float | None = None
+    response_id: str = ""  # gen_ai.response.id: two model calls with the same one are one call
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +248,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
 
 
 def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
-    ordered = _dedupe(spans)
+    ordered = _fold_streams(_dedupe(spans))
     parent = _parents(ordered)
     orphans = [i for i, p in enumerate(parent) if p == -1]  # never empty once cycles are broken
     roots = [i for i in orphans if not ordered[i].parent_span_id]
@@ -250,7 +266,7 @@ def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
     partial = not roots
     lo = min(s.start_ns for s in ordered) if partial else ordered[root].start_ns
     hi = max(s.end_ns for s in ordered) if partial else ordered[root].end_ns
-    is_call = [s.role == MODEL and not s.is_server_span and not s.phase for s in ordered]
+    is_call = _client_calls(ordered, parent)
     is_tool = [s.role == TOOL for s in ordered]
     return _Tree(ordered, parent, children, order, root, partial, lo, hi, is_call, is_tool)
 
@@ -264,6 +280,73 @@ def _dedupe(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
         if old is None or _wins(span, old):
             best[span.span_id] = span
     return sorted(best.values(), key=lambda s: (s.start_ns, -s.end_ns, s.span_id))
+
+
+STREAM = sc.ROLE_STREAM
+_STREAM_SLACK_NS = 1_000_000  # a stated start may round to just before its call's end
+_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
+
+
+def _fold_streams(ordered: list[SpanRecord]) -> list[SpanRecord]:
+    """Stream records as model phase spans over the interval they state, each call they time
+    stretched to the stream's end (module docstring, Assembly); re-sorted as ``_dedupe`` sorts."""
+    records = [i for i, s in enumerate(ordered) if s.role == STREAM]
+    if not records:  # nearly every trace
+        return ordered
+    index = {s.span_id: i for i, s in enumerate(ordered)}
+    kin: dict[str, list[int]] = {}  # parent id -> children that are not stream records
+    for i, s in enumerate(ordered):
+        if s.role != STREAM:
+            kin.setdefault(s.parent_span_id, []).append(i)
+    spans = list(ordered)
+    for r in records:  # in sorted order, so the first record to fill a call's tokens is fixed
+        record, stated = ordered[r], ordered[r].decode_ms
+        stated_ns = round(stated * 1e6) if stated is not None and 0 < stated < 1e12 else 0  # NaN, inf: none
+        begun = min(record.start_ns, record.end_ns - stated_ns)
+        spans[r] = replace(record, start_ns=begun, role=MODEL, phase=STREAM)
+        call = _timed_call(ordered, index, kin, record, begun)
+        if call is not None:
+            timed = spans[call]
+            tokens = {f: getattr(record, f) for f in _TOKENS if getattr(timed, f) is None}
+            spans[call] = replace(timed, end_ns=max(timed.end_ns, record.end_ns), **tokens)
+    return sorted(spans, key=lambda s: (s.start_ns, -s.end_ns, s.span_id))
+
+
+def _timed_call(
+    spans: list[SpanRecord], index: dict[str, int], kin: dict[str, list[int]], record: SpanRecord, begun: int
+) -> int | None:
+    """The client model call whose stream the record times, if any."""
+    parent = index.get(record.parent_span_id)
+    if parent is not None and _is_client_call(spans[parent]) and record.parent_span_id != record.span_id:
+        return parent
+    siblings = kin.get(record.parent_span_id, ())
+    ended = [
+        i
+        for i in siblings
+        if _is_client_call(spans[i]) and spans[i].start_ns <= begun and spans[i].end_ns <= begun + _STREAM_SLACK_NS
+    ]
+    if not ended:
+        return None
+    best = max(ended, key=lambda i: (spans[i].end_ns, spans[i].start_ns, spans[i].span_id))
+    if any(spans[best].end_ns < spans[i].start_ns < begun for i in siblings):
+        return None  # something else began between the call and its stream: not the call it times
+    return best
+
+
+def _client_calls(ordered: list[SpanRecord], parent: list[int]) -> list[bool]:
+    """Per span: a client model call that counts (module docstring, Plain sums and counts)."""
+    client = [_is_client_call(s) for s in ordered]
+    is_call = [c and (p == -1 or not client[p]) for c, p in zip(client, parent, strict=True)]
+    responses: set[str] = set()
+    for i, span in enumerate(ordered):  # start order: the first to start is the call
+        if is_call[i] and span.response_id:
+            is_call[i] = span.response_id not in responses
+            responses.add(span.response_id)
+    return is_call
+
+
+def _is_client_call(span: SpanRecord) -> bool:
+    return span.role == MODEL and not span.is_server_span and not span.phase
 
 
 def _wins(new: SpanRecord, old: SpanRecord) -> bool:

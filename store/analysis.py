@@ -27,7 +27,8 @@ ANALYSIS_INPUT_COLUMNS = """
     InputTokens AS input_tokens, OutputTokens AS output_tokens, CacheReadTokens AS cache_read_tokens,
     CacheCreationTokens AS cache_creation_tokens, SpecProposedTokens AS spec_proposed_tokens,
     SpecAcceptedTokens AS spec_accepted_tokens, PrefetchOutcome AS prefetch_outcome,
-    PrefetchSavedMs AS prefetch_saved_ms, PrefetchWastedMs AS prefetch_wasted_ms
+    PrefetchSavedMs AS prefetch_saved_ms, PrefetchWastedMs AS prefetch_wasted_ms,
+    if(Role = 'model', SpanAttributes['gen_ai.response.id'], '') AS response_id
 """
 
 

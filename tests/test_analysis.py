@@ -200,6 +200,24 @@ def test_model_call_nested_in_a_phase_span_is_not_in_that_phase() -> None:
     assert (a.model_ns, a.decode_ns, a.model_calls) == (100 * MS, 60 * MS, 2)
 
 
+def test_call_directly_inside_a_call_is_the_same_call_counted_once() -> None:
+    # OpenInference's span wraps the anthropic SDK's own span of the same request
+    outer = model("oi", "r", 10, 460, input_tokens=1000, cache_read_tokens=800)
+    inner = model("sdk", "oi", 11, 459, input_tokens=1000, cache_read_tokens=0, ttft_ms=321.0)
+    a = analyse([agent("r", "", 0, 500), outer, inner])
+    assert (a.model_calls, a.model_sum_ns, a.model_ns) == (1, 450 * MS, 450 * MS)
+    assert (a.first_ttft_ms, a.cache_hit_ratio) == (None, 0.8)
+
+
+def test_calls_with_one_response_id_are_one_call() -> None:
+    # OpenLLMetry's anthropic span (never made current) beside the anthropic SDK's own span of one request
+    first = model("ollm", "r", 10, 460, response_id="msg_1", input_tokens=1000)
+    again = model("sdk", "r", 11, 459, response_id="msg_1", input_tokens=1000)
+    other = model("m2", "r", 470, 490, response_id="msg_2")
+    a = analyse([agent("r", "", 0, 500), again, first, other])
+    assert (a.model_calls, a.model_sum_ns, a.model_ns) == (2, 470 * MS, 470 * MS)
+
+
 def test_no_phase_spans_means_zero_phases() -> None:
     a = analyse([agent("r", "", 0, 100), model("m1", "r", 0, 100, queue_ms=5.0, decode_ms=50.0)])
     assert (a.queue_ns, a.prefill_ns, a.decode_ns) == (0, 0, 0)
