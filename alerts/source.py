@@ -1,7 +1,8 @@
 """What rules read from the store, and the observations made of it.
 
 Percentile rules (threshold, drift) read the per-minute rollups: each window is whole
-minutes, its digests merged (t-digest, as ``/api/v1/percentiles`` does for long windows).
+minutes, its rows merged as ``/api/v1/percentiles`` does for long windows (exact percentiles of
+up to 128 values, t-digest beyond).
 Burn-rate rules need the share of requests slower than a latency, which three stored
 quantiles cannot give, so they count raw spans per minute (exact, duplicates dropped) and
 sum the minutes of each window. What changed with an alert (a new ``service.version``,

@@ -5,7 +5,9 @@ is written here.
 """
 
 import asyncio
+import contextlib
 import json
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -150,7 +152,7 @@ def make_router(store: Store, project_of) -> APIRouter:
         source: Annotated[
             str,
             _source_query(
-                "spans: exact, from raw spans; rollups: t-digest from per-minute rollups; "
+                "spans: exact, from raw spans; rollups: from the rollups, exact up to 128 values, t-digest beyond; "
                 "auto: spans for windows up to 6 h, rollups beyond when the metric and dimensions allow"
             ),
         ] = "auto",
@@ -295,15 +297,16 @@ def make_router(store: Store, project_of) -> APIRouter:
             row["has_root"] = bool(row["has_root"])
         return {"window": _window(where), "traces": rows}
 
-    @router.get("/traces/{trace_id}", summary="every span of one trace")
+    @router.get("/traces/{trace_id}", summary="every span of one trace, and its GenAI events")
     async def trace(trace_id: str, project: Project) -> dict[str, Any]:
         trace_id = trace_id.lower()
         if not _HEX32.match(trace_id):
             raise HTTPException(400, "trace_id must be 32 hex characters")
-        # Both reads at once: the trace's analysis row need not wait for its spans.
-        rows, analysis = await asyncio.gather(
+        # The reads at once: the trace's analysis row and events need not wait for its spans.
+        rows, analysis, events = await asyncio.gather(
             run_in_threadpool(store.trace_spans, project, trace_id),
             run_in_threadpool(store.trace_analysis, project, trace_id),
+            run_in_threadpool(store.trace_events, project, trace_id),
         )
         if not rows:
             raise HTTPException(404, f"no spans for trace {trace_id} in this project")
@@ -311,7 +314,26 @@ def make_router(store: Store, project_of) -> APIRouter:
             "trace_id": trace_id,
             "analysis": _analysis(analysis) if analysis else None,
             "spans": [_span(row) for row in rows],
+            "events": [_event(row) for row in events],
         }
+
+    @router.get(
+        "/metric_points",
+        summary="gen_ai.* metric data points received over OTLP (histograms with their buckets), oldest first",
+    )
+    async def metric_points(
+        project: Project,
+        name: Annotated[str | None, Query(max_length=255, description="e.g. gen_ai.client.operation.duration")] = None,
+        service: Annotated[str | None, Query(max_length=255, description="the resource's service.name")] = None,
+        window: Window = "1h",
+        start: Instant = None,
+        end: Instant = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> dict[str, Any]:
+        start_ns, end_ns = time_range(time.time_ns(), window, start, end)
+        rows = await run_in_threadpool(store.metric_points, project, start_ns, end_ns, name or None, service or None,
+                                       limit)  # fmt: skip
+        return {"window": {"start": iso(start_ns), "end": iso(end_ns)}, "points": [_point(row) for row in rows]}
 
     return router
 
@@ -337,6 +359,35 @@ def _dimension_rows(found: list[dict[str, Any]], metrics: list[str]) -> list[dic
             }
         )
     return rows
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: such a value (OTLP allows them) reads as null."""
+    return value if value is None or math.isfinite(value) else None
+
+
+def _event(row: dict[str, Any]) -> dict[str, Any]:
+    """A GenAI event as the trace detail shows it; ``body`` parsed from its stored JSON unless it was cut."""
+    event = dict(row)
+    event["time"] = iso(row["time_ns"])
+    event["attributes"] = dict(row["attributes"])
+    text = row["body"]
+    event["body"] = text or None
+    if text and "truncated:body" not in row["ingest_flags"]:
+        with contextlib.suppress(ValueError):  # else shown as stored
+            event["body"] = json.loads(text, parse_constant=lambda constant: None)
+    return event
+
+
+def _point(row: dict[str, Any]) -> dict[str, Any]:
+    point = dict(row)
+    point["time"] = iso(row["time_ns"])
+    point["attributes"] = dict(row["attributes"])
+    point["monotonic"] = bool(row["monotonic"])
+    for key in ("sum", "min", "max", "value"):
+        point[key] = _finite(row[key])
+    point["explicit_bounds"] = [_finite(bound) for bound in row["explicit_bounds"]]
+    return point
 
 
 def _span(row: dict[str, Any]) -> dict[str, Any]:

@@ -131,7 +131,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.rollups = rollups
     metrics = CollectorMetrics(pipeline, assembler, rollups)
     workers = default_decode_workers() if settings.decode_workers is None else settings.decode_workers
-    ingestor = Ingestor(pipeline, Limits(), metrics, decode_workers=workers)
+    # Spans the store's TTL would drop at once are rejected (partial_success), not logged and stored.
+    ingestor = Ingestor(pipeline, Limits(retention_days=store.spans_retention_days() or 0), metrics, workers)
     app.state.ingestor = ingestor
     gate = AdmissionGate(settings.max_inflight_bytes, settings.admission_wait)
     metrics.inflight_bytes.set_function(lambda: gate.used)

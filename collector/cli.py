@@ -88,7 +88,7 @@ def serve(
     ] = None,
     log_level: LogOpt = "info",
 ) -> None:
-    """Run the collector: OTLP/HTTP on /v1/traces and the query API on /api/v1."""
+    """Run the collector: OTLP/HTTP on /v1/traces, /v1/logs and /v1/metrics, and the query API on /api/v1."""
     from agentlat.collector.server import run_server
 
     setup_logging(log_level)

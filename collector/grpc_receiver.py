@@ -1,4 +1,5 @@
-"""OTLP/gRPC trace receiver (port 4317) on the same pipeline and rules as OTLP/HTTP.
+"""OTLP/gRPC receiver (port 4317): TraceService, LogsService and MetricsService Export, on the
+same pipeline and rules as OTLP/HTTP (what logs and metrics keep: ``otlp_signals``).
 
 Throttling answers UNAVAILABLE with a google.rpc.RetryInfo detail, which OpenTelemetry
 exporters honour; keys travel as ``authorization: Bearer <key>`` or ``x-agentlat-key``
@@ -21,12 +22,15 @@ from dataclasses import dataclass
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from agentlat.collector.auth import Authenticator, AuthError
-from agentlat.collector.ingest import Ingestor, LogUnavailable
+from agentlat.collector.ingest import SIGNALS, Ingestor, LogUnavailable
 from agentlat.collector.otlp import TooManySpans
 from agentlat.collector.pipeline import Backpressure
 
@@ -35,21 +39,30 @@ log = logging.getLogger("agentlat.collector")
 _AUTH_CODES = {401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED, 429: code_pb2.UNAVAILABLE}
 
 
-class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, ingestor: Ingestor, authenticator: Authenticator, decode_slots: int = 8) -> None:
-        self.ingestor, self.authenticator = ingestor, authenticator
-        self.decoding = threading.BoundedSemaphore(decode_slots)  # batches decoded and logged at once
+class _ExportService:
+    """What every Export RPC does, whatever the signal. The services of one server share their
+    ``decoding`` semaphore: batches decoded and logged at once."""
 
-    def Export(
-        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
-    ) -> trace_service_pb2.ExportTraceServiceResponse:
-        code = "OK"
+    signal = "traces"
+
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        authenticator: Authenticator,
+        decode_slots: int = 8,
+        decoding: threading.BoundedSemaphore | None = None,
+    ) -> None:
+        self.ingestor, self.authenticator = ingestor, authenticator
+        self.decoding = decoding or threading.BoundedSemaphore(decode_slots)
+
+    def _export(self, request: Message, context: grpc.ServicerContext) -> Message:
+        signal, code = self.signal, "OK"
         try:
             metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
             project = self._project(metadata)
             with self.decoding:
                 _check_caller_waits(context)
-                decoded = self.ingestor.accept(request, project, "grpc")
+                decoded = self.ingestor.accept(request, project, "grpc", signal)
         except _Refusal as refusal:
             code = code_pb2.Code.Name(refusal.status.code)
             self.ingestor.metrics.requests.labels("grpc", code).inc()
@@ -62,17 +75,40 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             self.ingestor.metrics.requests.labels("grpc", "UNAVAILABLE").inc()
             context.abort_with_status(rpc_status.to_status(_status(code_pb2.UNAVAILABLE, str(exc), retry)))
         self.ingestor.metrics.requests.labels("grpc", code).inc()
-        response = trace_service_pb2.ExportTraceServiceResponse()
-        if decoded.rejected:
-            response.partial_success.rejected_spans = decoded.rejected
-            response.partial_success.error_message = decoded.error_message()
-        return response
+        return SIGNALS[signal].respond(decoded)
 
     def _project(self, metadata: dict[str, str]) -> str:
         try:
             return self.authenticator.caller(metadata, metadata.get("x-agentlat-project")).project
         except AuthError as exc:
             raise _Refusal(_status(_AUTH_CODES[exc.status], exc.message, exc.retry_after)) from None
+
+
+class TraceService(_ExportService, trace_service_pb2_grpc.TraceServiceServicer):
+    signal = "traces"
+
+    def Export(
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        return self._export(request, context)  # type: ignore[return-value]
+
+
+class LogsService(_ExportService, logs_service_pb2_grpc.LogsServiceServicer):
+    signal = "logs"
+
+    def Export(
+        self, request: logs_service_pb2.ExportLogsServiceRequest, context: grpc.ServicerContext
+    ) -> logs_service_pb2.ExportLogsServiceResponse:
+        return self._export(request, context)  # type: ignore[return-value]
+
+
+class MetricsService(_ExportService, metrics_service_pb2_grpc.MetricsServiceServicer):
+    signal = "metrics"
+
+    def Export(
+        self, request: metrics_service_pb2.ExportMetricsServiceRequest, context: grpc.ServicerContext
+    ) -> metrics_service_pb2.ExportMetricsServiceResponse:
+        return self._export(request, context)  # type: ignore[return-value]
 
 
 def _check_caller_waits(context: grpc.ServicerContext) -> None:
@@ -110,6 +146,7 @@ class GrpcLimits:
     age_grace_seconds: int = 30  # ...its RPCs given this long to finish before it is cut
     keepalive_seconds: int = 60  # ping a connection that has RPCs in flight, to find a dead peer
     keepalive_timeout_seconds: int = 20
+    decode_slots: int = 8  # batches decoded and logged at once, over all three services
 
     def options(self, max_message_bytes: int) -> list[tuple[str, int]]:
         return [
@@ -137,7 +174,13 @@ def start_grpc_server(
         options=limits.options(max_message_bytes),
         maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(ingestor, authenticator), server)
+    decoding = threading.BoundedSemaphore(limits.decode_slots)
+    services = [
+        service(ingestor, authenticator, decoding=decoding) for service in (TraceService, LogsService, MetricsService)
+    ]
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(services[0], server)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(services[1], server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(services[2], server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"cannot bind OTLP/gRPC to {host}:{port}; pass --grpc-port with a free port, or 0 to turn it off")

@@ -17,9 +17,15 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from agentlat.collector import otlp_signals
 from agentlat.collector.metrics import CollectorMetrics
 from agentlat.collector.otlp import DecodedBatch, Limits, parse_json, parse_protobuf, to_batch
 from agentlat.collector.pipeline import Backpressure, IngestPipeline
@@ -46,10 +52,51 @@ def default_decode_workers() -> int:
     return min(cores, DECODE_CONCURRENCY) if cores >= 2 else 0
 
 
-def decode(body: bytes, protobuf: bool, project: str, received_ns: int, limits: Limits) -> DecodedBatch:
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One kind of OTLP export (traces, logs, metrics): how it is decoded and answered."""
+
+    name: str
+    noun: str  # what its records are called in messages
+    parse_protobuf: Any  # bytes -> Export*ServiceRequest
+    parse_json: Any
+    to_batch: Any  # (request, project, received_ns, limits) -> DecodedBatch
+    response: type[Message]  # Export*ServiceResponse
+    rejected_field: str  # the count in the response's partial_success
+    invalid_reason: str  # label of the rejected counter for records rejected one by one
+
+    def respond(self, decoded: DecodedBatch) -> Message:
+        """The success answer: partial_success set only when records were rejected."""
+        message = self.response()
+        if decoded.rejected:
+            setattr(message.partial_success, self.rejected_field, decoded.rejected)
+            message.partial_success.error_message = decoded.error_message()
+        return message
+
+
+SIGNALS: dict[str, Signal] = {
+    "traces": Signal(
+        "traces", "spans", parse_protobuf, parse_json, to_batch, ExportTraceServiceResponse, "rejected_spans",
+        "invalid_span",
+    ),
+    "logs": Signal(
+        "logs", "log records", otlp_signals.parse_logs_protobuf, otlp_signals.parse_logs_json,
+        otlp_signals.logs_to_batch, ExportLogsServiceResponse, "rejected_log_records", "invalid_record",
+    ),
+    "metrics": Signal(
+        "metrics", "data points", otlp_signals.parse_metrics_protobuf, otlp_signals.parse_metrics_json,
+        otlp_signals.metrics_to_batch, ExportMetricsServiceResponse, "rejected_data_points", "invalid_point",
+    ),
+}  # fmt: skip
+
+
+def decode(
+    body: bytes, protobuf: bool, project: str, received_ns: int, limits: Limits, signal: str = "traces"
+) -> DecodedBatch:
     """A request body to a batch; raise OtlpDecodeError or TooManySpans. Runs in a worker."""
-    request = parse_protobuf(body) if protobuf else parse_json(body)
-    return to_batch(request, project, received_ns, limits)
+    kind = SIGNALS[signal]
+    request = kind.parse_protobuf(body) if protobuf else kind.parse_json(body)
+    return kind.to_batch(request, project, received_ns, limits)
 
 
 class Ingestor:
@@ -60,10 +107,10 @@ class Ingestor:
         self.decode_workers = decode_workers
         self._pool: ProcessPoolExecutor | None = None
 
-    async def decode(self, body: bytes, protobuf: bool, project: str) -> DecodedBatch:
+    async def decode(self, body: bytes, protobuf: bool, project: str, signal: str = "traces") -> DecodedBatch:
         """Decode off the event loop: in a worker process when there are any, else a thread.
         Raise DecoderUnavailable when the worker died on the way."""
-        args = (body, protobuf, project, time.time_ns(), self.limits)
+        args = (body, protobuf, project, time.time_ns(), self.limits, signal)
         pool = self._executor()
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, decode, *args)
@@ -91,27 +138,35 @@ class Ingestor:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 
-    def accept(self, request: ExportTraceServiceRequest, project: str, protocol: str) -> DecodedBatch:
+    def accept(self, request: Message, project: str, protocol: str, signal: str = "traces") -> DecodedBatch:
         """Decode and log; raise TooManySpans, Backpressure or LogUnavailable when nothing was kept."""
-        return self.record(to_batch(request, project, time.time_ns(), self.limits), protocol)
+        return self.record(SIGNALS[signal].to_batch(request, project, time.time_ns(), self.limits), protocol)
 
     def record(self, decoded: DecodedBatch, protocol: str) -> DecodedBatch:
         """Count and log a decoded batch; raise Backpressure or LogUnavailable when nothing was kept."""
-        self.metrics.spans_received.labels(protocol).inc(decoded.accepted + decoded.rejected)
+        received, rejected, dropped = self.metrics.counters(decoded.signal)
+        kind = SIGNALS[decoded.signal]
+        received.labels(protocol).inc(decoded.accepted + decoded.rejected + sum(decoded.dropped.values()))
         if decoded.rejected:
-            self.metrics.spans_rejected.labels("invalid_span").inc(decoded.rejected)
-            log.info("rejected %d spans: %s", decoded.rejected, decoded.error_message())
+            if decoded.rejected > decoded.expired:
+                rejected.labels(kind.invalid_reason).inc(decoded.rejected - decoded.expired)
+            if decoded.expired:  # spans older than the store's retention
+                rejected.labels("expired").inc(decoded.expired)
+            log.info("rejected %d %s: %s", decoded.rejected, kind.noun, decoded.error_message())
         if decoded.accepted:
-            self._submit(decoded)
+            self._submit(decoded, rejected)
+        if dropped is not None:  # counted once the request is answered 200, not again on its retries
+            for reason, count in decoded.dropped.items():
+                dropped.labels(reason).inc(count)
         return decoded
 
-    def _submit(self, decoded: DecodedBatch) -> None:
+    def _submit(self, decoded: DecodedBatch, rejected: Any) -> None:
         try:
             self.pipeline.submit(decoded.batch)
         except Backpressure:
-            self.metrics.spans_rejected.labels("backpressure").inc(decoded.accepted)
+            rejected.labels("backpressure").inc(decoded.accepted)
             raise
         except OSError as exc:
-            self.metrics.spans_rejected.labels("log_unavailable").inc(decoded.accepted)
+            rejected.labels("log_unavailable").inc(decoded.accepted)
             log.error("cannot write the write-ahead log: %s", exc)
             raise LogUnavailable(str(exc)) from None

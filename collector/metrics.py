@@ -32,6 +32,31 @@ class CollectorMetrics:
         self.spans_rejected = Counter(
             "agentlat_spans_rejected", "Spans not accepted, by reason", ["reason"], registry=self.registry
         )
+        # OTLP logs and metrics: records received, rejected (partial_success, refused) and dropped
+        # (accepted but not kept: not a GenAI event or gen_ai.* metric)
+        self.log_records_received = Counter(
+            "agentlat_log_records_received", "Log records decoded from OTLP requests", ["protocol"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.log_records_rejected = Counter(
+            "agentlat_log_records_rejected", "Log records not accepted, by reason", ["reason"], registry=self.registry
+        )
+        self.log_records_dropped = Counter(
+            "agentlat_log_records_dropped", "Log records accepted but not kept, by reason", ["reason"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.metric_points_received = Counter(
+            "agentlat_metric_points_received", "Metric data points decoded from OTLP requests", ["protocol"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.metric_points_rejected = Counter(
+            "agentlat_metric_points_rejected", "Metric data points not accepted, by reason", ["reason"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.metric_points_dropped = Counter(
+            "agentlat_metric_points_dropped", "Metric data points accepted but not kept, by reason", ["reason"],
+            registry=self.registry,
+        )  # fmt: skip
         self.store_write_seconds = Histogram(
             "agentlat_store_write_seconds", "Time to write one batch to the store",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
@@ -42,6 +67,14 @@ class CollectorMetrics:
         )  # fmt: skip
         self.registry.register(_StateCollector(pipeline, assembler, rollups))
         pipeline.on_insert_timing(self.store_write_seconds.observe)
+
+    def counters(self, signal: str) -> tuple[Counter, Counter, Counter | None]:
+        """The received, rejected and dropped counters of ``signal`` (traces, logs or metrics)."""
+        if signal == "logs":
+            return self.log_records_received, self.log_records_rejected, self.log_records_dropped
+        if signal == "metrics":
+            return self.metric_points_received, self.metric_points_rejected, self.metric_points_dropped
+        return self.spans_received, self.spans_rejected, None
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -54,6 +87,13 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         stats = self.pipeline.stats
         yield CounterMetricFamily("agentlat_spans_written", "Spans written to the store", value=stats.spans_written)
+        yield CounterMetricFamily(
+            "agentlat_events_written", "GenAI events (from OTLP logs) written to the store", value=stats.events_written
+        )
+        yield CounterMetricFamily(
+            "agentlat_metric_points_written", "gen_ai.* metric data points written to the store",
+            value=stats.metric_points_written,
+        )  # fmt: skip
         yield CounterMetricFamily(
             "agentlat_store_write_errors", "Failed store writes (retried)", value=stats.store_errors
         )

@@ -12,22 +12,24 @@ from __future__ import annotations
 import base64
 import json
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agentlat.collector.normalise import NO_EVENTS, EventTimes, derive
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
+from agentlat.store.timerange import iso
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 STATUS_CODES = ("Unset", "Ok", "Error")
 NS_PER_MINUTE = 60 * 1_000_000_000
+DAY_NS = 24 * 60 * NS_PER_MINUTE
 MAX_REPORTED_ERRORS = 5
 MAX_TIME_NS = 2**63 - 1  # nanosecond timestamps in Arrow and ClickHouse are signed 64-bit
 _MAP = SPAN_ARROW_SCHEMA.field("SpanAttributes").type
@@ -38,7 +40,7 @@ class OtlpDecodeError(ValueError):
 
 
 class TooManySpans(ValueError):
-    """A request carries more spans than the collector takes at once."""
+    """A request carries more spans (log records, data points) than the collector takes at once."""
 
 
 def count_spans(request: ExportTraceServiceRequest) -> int:
@@ -52,30 +54,40 @@ class Limits:
     max_spans: int = 100_000  # per request
     max_attributes: int = 256
     max_value_chars: int = 16_384
+    max_body_chars: int = 65_536  # a GenAI event's body, as JSON
     max_events: int = 1_024
     future_skew_ns: int = 10 * NS_PER_MINUTE
     past_skew_ns: int = 30 * 24 * 60 * NS_PER_MINUTE
+    retention_days: int = 0  # spans that ended longer ago are rejected: the store would drop them (0: none)
 
 
 @dataclass(slots=True)
 class DecodedBatch:
     batch: pa.Table
-    accepted: int
-    rejected: int = 0
+    accepted: int  # rows in ``batch``
+    rejected: int = 0  # reported in partial_success
     errors: list[str] = field(default_factory=list)
+    signal: str = "traces"  # traces | logs | metrics
+    dropped: dict[str, int] = field(default_factory=dict)  # accepted but not kept, by reason (logs, metrics)
+    expired: int = 0  # of ``rejected``: spans older than the store's retention, all told in ``expired_message``
+    expired_message: str = ""
 
     def error_message(self) -> str:
-        more = self.rejected - len(self.errors)
+        more = self.rejected - self.expired - len(self.errors)
         suffix = f"; and {more} more" if more > 0 else ""
-        return "; ".join(self.errors) + suffix
+        return "; ".join(m for m in (self.expired_message, "; ".join(self.errors) + suffix) if m)
 
 
 def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
+    return decode_protobuf(body, ExportTraceServiceRequest())  # type: ignore[return-value]
+
+
+def decode_protobuf(body: bytes, request: Message) -> Message:
+    """An OTLP export request of any signal from protobuf."""
     try:
         request.ParseFromString(body)
     except (DecodeError, ValueError, RuntimeError) as exc:
-        raise OtlpDecodeError(f"body is not an OTLP ExportTraceServiceRequest protobuf: {exc}") from None
+        raise OtlpDecodeError(f"body is not an OTLP {type(request).__name__} protobuf: {exc}") from None
     return request
 
 
@@ -84,7 +96,14 @@ _INVALID_ID = base64.b64encode(b"\xff").decode()  # wrong length on purpose: the
 
 
 def parse_json(body: bytes) -> ExportTraceServiceRequest:
-    """OTLP/JSON: ids are hex (not protobuf-JSON base64), so they are converted first."""
+    return decode_json(body, ExportTraceServiceRequest(), "resourceSpans", "trace", _spans_and_links)  # type: ignore[return-value]
+
+
+def decode_json(
+    body: bytes, request: Message, top: str, what: str, holders: Callable[[dict[str, Any]], Iterator[dict[str, Any]]]
+) -> Message:
+    """An OTLP export request of any signal from OTLP/JSON. Its ids are hex (not protobuf-JSON base64),
+    so those of every object ``holders`` yields are converted first."""
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -92,16 +111,15 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     except RecursionError:
         raise OtlpDecodeError("body is JSON nested too deeply to be an OTLP request") from None
     if not isinstance(document, dict):
-        raise OtlpDecodeError("body must be a JSON object with a resourceSpans array")
-    for span_like in _spans_and_links(document):
+        raise OtlpDecodeError(f"body must be a JSON object with a {top} array")
+    for holder in holders(document):
         for key in _ID_FIELDS:
-            if key in span_like:
-                span_like[key] = _hex_to_base64(span_like[key])
-    request = ExportTraceServiceRequest()
+            if key in holder:
+                holder[key] = _hex_to_base64(holder[key])
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
-        raise OtlpDecodeError(f"JSON does not match the OTLP trace schema: {exc}") from None
+        raise OtlpDecodeError(f"JSON does not match the OTLP {what} schema: {exc}") from None
     return request
 
 
@@ -295,7 +313,10 @@ def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int,
             f"{spans} spans in one request; the limit is {limits.max_spans}: lower OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
         )
     cols = _Columns()
-    rejected = 0
+    rejected = expired = 0
+    # Spans that ended before this are rejected: the spans table's TTL drops a span whose start day is
+    # ``retention_days`` old, which this span's is however long it ran and in whatever timezone.
+    expiry = received_ns - limits.retention_days * DAY_NS if limits.retention_days else -1
     errors: list[str] = []
     for resource_spans in request.resource_spans:
         resource = _Map()
@@ -310,9 +331,23 @@ def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int,
                     if len(errors) < MAX_REPORTED_ERRORS:
                         errors.append(f"span {span.name!r}: {problem}")
                     continue
+                if max(span.start_time_unix_nano, span.end_time_unix_nano) < expiry:
+                    expired += 1
+                    continue
                 _append_span(cols, span, (service, *scope, project), resource, received_ns, limits)
     batch = cols.table()
-    return DecodedBatch(batch, accepted=batch.num_rows, rejected=rejected, errors=errors)
+    decoded = DecodedBatch(batch, accepted=batch.num_rows, rejected=rejected + expired, errors=errors, expired=expired)
+    if expired:
+        decoded.expired_message = _expired_message(expired, limits.retention_days, expiry)
+    return decoded
+
+
+def _expired_message(spans: int, days: int, expiry_ns: int) -> str:
+    many = spans != 1
+    return (
+        f"{spans} {'spans' if many else 'span'} older than the store's retention of {days} days (AGENTLAT_TTL_DAYS)"
+        f" {'were' if many else 'was'} dropped: {'their' if many else 'its'} end time is before {iso(expiry_ns)}"
+    )
 
 
 def _append_span(

@@ -15,7 +15,11 @@ next request restarts it; ``writer_state()`` says which of these is happening.
 
 Duplicates: a span is identified by (project, trace id, span id). Replays after a crash and
 client retries may write it twice; the spans table is a ReplacingMergeTree on that key and
-queries read it with FINAL, so it counts once.
+queries read it with FINAL, so it counts once. GenAI events and metric points (OTLP logs and
+metrics) take the same path: a batch names its table in its Arrow schema's metadata
+(``schema.table_of``; none means spans, as in every log written before there were others), the
+writer inserts each table's batches separately, and their rows carry a hash of the whole
+record as the last column of their sorting keys, so they too count once.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from agentlat.collector.diskspace import DiskGuard
 from agentlat.collector.wal import Position, WriteAheadLog
 from agentlat.store import Store, StoreError, StoreUnavailable
 from agentlat.store.backends import from_arrow_stream, to_arrow_stream
+from agentlat.store.schema import EVENTS_TABLE, METRIC_POINTS_TABLE, SPANS_TABLE, table_of
 
 log = logging.getLogger("agentlat.collector")
 
@@ -59,6 +64,8 @@ class _Logged:
 @dataclass(slots=True)
 class PipelineStats:
     spans_written: int = 0
+    events_written: int = 0
+    metric_points_written: int = 0
     inserts: int = 0
     store_errors: int = 0
     dead_lettered: int = 0
@@ -257,13 +264,29 @@ class IngestPipeline:
         return items
 
     def _insert(self, items: list[_Logged]) -> bool:
+        """Write the gathered batches, one insert per table; False when stopping with the store down.
+        After an error the writer retries all of them: a table already written gets duplicates,
+        which its sorting key replaces."""
+        by_table: dict[str, list[pa.Table]] = {}
+        for item in items:
+            by_table.setdefault(table_of(item.batch), []).append(item.batch)
+        return all(self._insert_table(name, pa.concat_tables(batches)) for name, batches in by_table.items())
+
+    def _insert_table(self, name: str, table: pa.Table) -> bool:
         """Write a batch; retry while the store is unavailable, set aside what it rejects."""
-        table = pa.concat_tables([item.batch for item in items])
+        insert = {
+            SPANS_TABLE: self.store.insert_spans,
+            EVENTS_TABLE: self.store.insert_events,
+            METRIC_POINTS_TABLE: self.store.insert_metric_points,
+        }.get(name)
+        if insert is None:  # a log written by a newer version: keep the batch, do not guess
+            self._dead_letter(table, StoreError(f"no table {name!r} in this version"))
+            return True
         delay, rejections = FIRST_RETRY_SECONDS, 0
         while True:
             started = time.perf_counter()
             try:
-                self.store.insert_spans(table)
+                insert(table)
             except StoreUnavailable as exc:
                 self._note_failure(exc)
             except StoreError as exc:
@@ -276,7 +299,7 @@ class IngestPipeline:
                     self._dead_letter(table, exc)
                     return True
             else:
-                self._written(table, started)
+                self._written(name, table, started)
                 return True
             if self._stopping.wait(delay):
                 return False
@@ -297,20 +320,25 @@ class IngestPipeline:
         self.stats.dead_lettered += table.num_rows
         self.store_available = True
         log.error(
-            "the store rejected a batch of %d spans %d times (%s); it is kept in %s for inspection and "
+            "the store rejected a batch of %d rows for %s %d times (%s); it is kept in %s for inspection and "
             "ingest continues",
-            table.num_rows, MAX_REJECTIONS, exc, path,
+            table.num_rows, table_of(table), MAX_REJECTIONS, exc, path,
         )  # fmt: skip
 
-    def _written(self, table: pa.Table, started: float) -> None:
+    def _written(self, name: str, table: pa.Table, started: float) -> None:
         if not self.store_available:
             log.info("store is writable again")
         self.store_available = True
         self.stats.inserts += 1
-        self.stats.spans_written += table.num_rows
         self.stats.last_insert_seconds = time.perf_counter() - started
         self._observe_insert(self.stats.last_insert_seconds)
-        self._notify(table)
+        if name == EVENTS_TABLE:
+            self.stats.events_written += table.num_rows
+        elif name == METRIC_POINTS_TABLE:
+            self.stats.metric_points_written += table.num_rows
+        else:  # spans: trace assembly and rollups follow them
+            self.stats.spans_written += table.num_rows
+            self._notify(table)
 
     def _notify(self, table: pa.Table) -> None:
         for listener in self._listeners:

@@ -1,4 +1,6 @@
-"""OTLP/HTTP trace receiver: ``POST /v1/traces``, answering as the OTLP specification says.
+"""OTLP/HTTP receiver: ``POST /v1/traces``, ``/v1/logs`` and ``/v1/metrics``, answering as the OTLP
+specification says. The three take the same path and limits; only decoding and the response
+message differ (``ingest.SIGNALS``).
 
 Content type and encoding are checked first (415), then the request waits for room
 (``AdmissionGate``: 503 when the server already holds its limit of request bodies, the log is
@@ -20,13 +22,12 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from agentlat.collector.admission import AdmissionGate, Overloaded
 from agentlat.collector.auth import AuthError
-from agentlat.collector.ingest import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable
+from agentlat.collector.ingest import DECODE_CONCURRENCY, SIGNALS, DecoderUnavailable, Ingestor, LogUnavailable, Signal
 from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
 from agentlat.collector.pipeline import Backpressure
 
@@ -57,11 +58,24 @@ def make_router(
     router = APIRouter()
     receiver = _Receiver(ingestor, limits, gate, project_of)
 
-    @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
-    async def export_traces(request: Request) -> Response:
-        response = await receiver.export(request)
+    async def export(request: Request, signal: Signal) -> Response:
+        response = await receiver.export(request, signal)
         ingestor.metrics.requests.labels("http", str(response.status_code)).inc()
         return response
+
+    @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
+    async def export_traces(request: Request) -> Response:
+        return await export(request, SIGNALS["traces"])
+
+    @router.post("/v1/logs", tags=["ingest"], summary="OTLP/HTTP log export (GenAI events kept, other records counted)")
+    async def export_logs(request: Request) -> Response:
+        return await export(request, SIGNALS["logs"])
+
+    @router.post(
+        "/v1/metrics", tags=["ingest"], summary="OTLP/HTTP metric export (gen_ai.* points kept, others counted)"
+    )
+    async def export_metrics(request: Request) -> Response:
+        return await export(request, SIGNALS["metrics"])
 
     return router
 
@@ -74,7 +88,7 @@ class _Receiver:
         self.decoding = asyncio.Semaphore(DECODE_CONCURRENCY)
         self.waiting_to_decode = 0
 
-    async def export(self, request: Request) -> Response:
+    async def export(self, request: Request, signal: Signal) -> Response:
         media = _media_type(request)
         try:
             if media is None:
@@ -85,14 +99,14 @@ class _Receiver:
                 )
             project = _project(self.project_of, request)
             _check_room(self.ingestor)  # refuse before reading and decoding when the log is full
-            return _success(media, await self._admitted(request, media, project))
+            return _success(media, signal, await self._admitted(request, media, project, signal.name))
         except RejectedRequest as rejected:
             return _failure(media or JSON, rejected)
         except ClientDisconnect:
             log.info("an OTLP client disconnected before sending its whole body; nothing was kept")
             return Response(status_code=499)
 
-    async def _admitted(self, request: Request, media: str, project: str) -> DecodedBatch:
+    async def _admitted(self, request: Request, media: str, project: str, signal: str) -> DecodedBatch:
         """Hold room for the body from before it is read until its spans are logged."""
         encoding = _encoding(request)
         held = await _admit(self.gate, _expected_size(request, self.limits.max_body_bytes))
@@ -101,11 +115,11 @@ class _Receiver:
             if encoding == "gzip":
                 body, inflated = _gunzip(body, self.limits.max_body_bytes, self.gate)
                 held += inflated
-            return await self._decode_and_record(body, media, project)
+            return await self._decode_and_record(body, media, project, signal)
         finally:
             self.gate.release(held)
 
-    async def _decode_and_record(self, body: bytes, media: str, project: str) -> DecodedBatch:
+    async def _decode_and_record(self, body: bytes, media: str, project: str, signal: str) -> DecodedBatch:
         if self.decoding.locked() and self.waiting_to_decode >= self.limits.max_decode_queue:
             raise _overloaded(
                 f"{self.waiting_to_decode} requests already wait for decoding (AGENTLAT_MAX_DECODE_QUEUE)"
@@ -117,7 +131,7 @@ class _Receiver:
             self.waiting_to_decode -= 1
         try:
             _check_room(self.ingestor)  # again: the log may have filled while this request waited
-            decoded = await _decode(self.ingestor, body, media, project)
+            decoded = await _decode(self.ingestor, body, media, project, signal)
         finally:
             self.decoding.release()
         return await run_in_threadpool(_record, self.ingestor, decoded)
@@ -240,10 +254,10 @@ def _check_room(ingestor: Ingestor) -> None:
         raise RejectedRequest(503, code_pb2.UNAVAILABLE, str(exc), retry_after=exc.retry_after) from None
 
 
-async def _decode(ingestor: Ingestor, body: bytes, media: str, project: str) -> DecodedBatch:
+async def _decode(ingestor: Ingestor, body: bytes, media: str, project: str, signal: str) -> DecodedBatch:
     blank = not body.strip()
     try:
-        return await ingestor.decode(b"" if blank else body, blank or media == PROTOBUF, project)
+        return await ingestor.decode(b"" if blank else body, blank or media == PROTOBUF, project, signal)
     except OtlpDecodeError as exc:
         raise RejectedRequest(400, code_pb2.INVALID_ARGUMENT, str(exc)) from None
     except TooManySpans as exc:
@@ -263,12 +277,8 @@ def _record(ingestor: Ingestor, decoded: DecodedBatch) -> DecodedBatch:
         ) from None
 
 
-def _success(media: str, decoded: DecodedBatch) -> Response:
-    message = ExportTraceServiceResponse()
-    if decoded.rejected:
-        message.partial_success.rejected_spans = decoded.rejected
-        message.partial_success.error_message = decoded.error_message()
-    return _respond(200, media, message)
+def _success(media: str, signal: Signal, decoded: DecodedBatch) -> Response:
+    return _respond(200, media, signal.respond(decoded))
 
 
 def _failure(media: str, rejected: RejectedRequest) -> Response:

@@ -44,7 +44,7 @@ def run_server(
     keys = "required" if settings.keys_required else "off (loopback only)"
     console.print(
         f"[bold green]agentlat[/] collector on [bold]{base}[/]\n"
-        f"  OTLP/HTTP  {base}/v1/traces  (set OTEL_EXPORTER_OTLP_ENDPOINT={base})\n"
+        f"  OTLP/HTTP  {base}/v1/traces, /v1/logs, /v1/metrics  (set OTEL_EXPORTER_OTLP_ENDPOINT={base})\n"
         f"  OTLP/gRPC  {grpc}\n"
         f"  query API  {base}/api/v1  (docs: {base}/docs)\n"
         f"  metrics    {base}/metrics\n"

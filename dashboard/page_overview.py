@@ -23,7 +23,7 @@ PERCENTILES = ("p50", "p95", "p99")
 
 
 def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
-    """Every query-API call this page makes. Percentiles come from the per-minute rollups (t-digest),
+    """Every query-API call this page makes. Percentiles come from the per-minute rollups,
     whose cost grows with minutes and groups rather than spans."""
     start, end = previous_window(scope.window, now_s)
     filters = {"service": scope.service, "route": scope.route}
@@ -93,7 +93,7 @@ def render() -> None:
     if not book:
         st.caption(f"No latency budgets on this server, so latencies are not coloured: {ui.BUDGETS_HELP}.")
     _tiles(found, book, scope)
-    st.caption("Percentiles are t-digest estimates merged from per-minute rollups.")
+    st.caption("Percentiles from per-minute rollups: exact up to 128 values, t-digest estimates beyond.")
     _split(found["split"])
     _series(scope, book, now_s)
 

@@ -140,7 +140,11 @@ def render() -> None:
     order = url_select("Sort by (largest first)", "order", sortable, UNITS[dimension], where=sort, keep_unknown=False)
     frame = frame.sort_values(order, ascending=False, na_position="last", kind="stable").reset_index(drop=True)
     event = _show(frame, body, book, scope.service)
-    source = "exact, from raw spans" if body["source"] == "spans" else "t-digest, from per-minute rollups"
+    source = (
+        "exact, from raw spans"
+        if body["source"] == "spans"
+        else "from per-minute rollups (exact up to 128 values, t-digest beyond)"
+    )
     st.caption(
         f"Percentiles {source}. Cache hit: cached input tokens / input tokens. Spec. acceptance: "
         f"accepted / proposed draft tokens. Error rate: {UNITS[dimension]} that failed."

@@ -7,6 +7,7 @@ collector, alerts or dashboard; they call in.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from agentlat.store import advice, analysis, queries
+from agentlat.store import advice, analysis, queries, signals
 from agentlat.store.alerts import AlertTables
 from agentlat.store.backends import (
     Backend,
@@ -35,7 +36,13 @@ from agentlat.store.migrations import (
 )
 from agentlat.store.queries import DIMENSION_METRICS, DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
 from agentlat.store.rollup_sql import ROLLUP_METRICS
-from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA, at_stored_resolution
+from agentlat.store.schema import (
+    DERIVED_NAMES,
+    EVENTS_TABLE,
+    METRIC_POINTS_TABLE,
+    SPAN_ARROW_SCHEMA,
+    at_stored_resolution,
+)
 from agentlat.store.timerange import ACCEPTED_TIMES, TimeRangeError, iso, parse_duration, time_range, trailing
 
 __all__ = [
@@ -64,6 +71,7 @@ __all__ = [
 log = logging.getLogger("agentlat.store")
 
 SPANS_TABLE = "otel_traces"
+_SPANS_TTL = re.compile(r"\bTTL toDate\(Timestamp\) \+ toIntervalDay\((\d+)\)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +162,27 @@ class Store:
     def insert_spans(self, batch: pa.Table) -> None:
         self.backend.insert_arrow(SPANS_TABLE, at_stored_resolution(batch))
 
+    def insert_events(self, batch: pa.Table) -> None:
+        """GenAI events decoded from OTLP logs (``schema.EVENT_ARROW_SCHEMA``)."""
+        self.backend.insert_arrow(EVENTS_TABLE, batch)
+
+    def insert_metric_points(self, batch: pa.Table) -> None:
+        """gen_ai.* metric data points decoded from OTLP metrics (``schema.METRIC_POINT_ARROW_SCHEMA``)."""
+        self.backend.insert_arrow(METRIC_POINTS_TABLE, batch)
+
+    def trace_events(self, project: str, trace_id: str) -> list[dict[str, Any]]:
+        """The GenAI events of one trace, in time order (at most ``signals.MAX_TRACE_EVENTS``)."""
+        sql, params = signals.trace_events_sql(project, trace_id)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
+    def metric_points(
+        self, project: str, start_ns: int, end_ns: int, name: str | None = None, service: str | None = None,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """gen_ai.* metric points whose time is in [start_ns, end_ns), oldest first."""
+        sql, params = signals.metric_points_sql(project, start_ns, end_ns, name, service, limit)
+        return self.backend.query_arrow(sql, params).to_pylist()
+
     def ping(self) -> None:
         self.backend.query_arrow("SELECT 1 AS ok")
 
@@ -223,7 +252,8 @@ class Store:
 
     def dimension_summary(self, dimension: str, where: SpanFilter, from_rollups: bool) -> list[dict[str, Any]]:
         """Per value of route, agent, model or tool: counts, errors, rates and percentiles, exact from
-        the spans, or from the rollups (t-digest percentiles; cost grows with minutes, not spans)."""
+        the spans, or from the rollups (percentiles exact up to EXACT_MAX values, t-digest beyond; cost grows
+        with minutes, not spans)."""
         if from_rollups:
             # All rows: a row limit could drop some metrics of a value the summary lists.
             metrics = queries.dimension_rollup_metrics(dimension)
@@ -271,6 +301,19 @@ class Store:
             "Revoked, Version FROM agentlat_api_keys FINAL ORDER BY CreatedAt"
         ).to_pylist()
         return [ApiKeyRecord.from_row(row) for row in rows]
+
+    def spans_retention_days(self) -> int | None:
+        """The days the spans table keeps a span, from its TTL (``toDate(Timestamp) + N days``: what
+        AGENTLAT_TTL_DAYS was when the table was created, or what an ALTER ... MODIFY TTL set since);
+        None when it has no TTL of that form."""
+        sql = (
+            "SELECT create_table_query AS ddl FROM system.tables "
+            "WHERE database = currentDatabase() AND name IN ('otel_traces', 'otel_traces_local')"
+        )
+        for row in self.backend.query_arrow(sql).to_pylist():
+            if found := _SPANS_TTL.search(row["ddl"]):
+                return int(found[1])
+        return None
 
     def count_spans(self, project: str | None = None) -> int:
         if project is None:

@@ -4,7 +4,7 @@ traces, or from the rollups, whose cost grows with the window's minutes instead 
 Both forms give each route the same facts under the same keys: ``calls`` (client model calls),
 ``prefix`` (cache misses on a repeated prompt prefix), ``server`` (server-side phases, always read from
 the spans: few traces carry them) and ``trace`` (per-trace aggregates). From rollups, medians are
-t-digest estimates; counts and sums are exact.
+exact for up to EXACT_MAX values and t-digest estimates beyond; counts and sums are exact.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from agentlat.store.backends import Backend, Params
 from agentlat.store.queries import DIMENSIONS, METRICS, SpanFilter
-from agentlat.store.rollup_sql import ROLLUP_LEVELS
+from agentlat.store.rollup_sql import MERGED_QUANTILES
 
 _TS_MS = pa.timestamp("ms", tz="UTC")
 _TS_S = pa.timestamp("s", tz="UTC")
@@ -63,13 +63,13 @@ def _columns(by: Sequence[str]) -> str:
 def window_percentiles_sql(
     where: SpanFilter, metric: str, by: Sequence[str], ends: Sequence[int], length: int
 ) -> tuple[str, Params]:
-    """Count and t-digest p50/p95/p99 per label set over each window [end - length, end) (unix
-    seconds, whole minutes), merged from the per-minute rollups in one pass."""
+    """Count and p50/p95/p99 per label set over each window [end - length, end) (unix seconds, whole
+    minutes), merged from the per-minute rollups in one pass (exact up to EXACT_MAX values, else t-digest)."""
     tests = " AND ".join([_ROLLUP_RANGE, *where.equality_tests()])
     minute = "toUnixTimestamp(Minute)"
     sql = f"""
         SELECT {_columns(by)}window_end, sum(Count) AS count,
-               quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
+               {MERGED_QUANTILES} AS q
         FROM (
             SELECT *, arrayJoin(arrayFilter(e -> {minute} >= e - {{length:UInt32}} AND {minute} < e,
                                             {{ends:Array(UInt32)}})) AS window_end

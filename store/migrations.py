@@ -177,6 +177,18 @@ TTL toDate(Start) + INTERVAL {ttl_days} DAY
 """
 
 
+# The values of a rollup row of at most rollup_sql.EXACT_MAX of them, which then has an empty Digest
+# (migration 11). Tables created before it lack the column, and the rollup SQL that migrations 5, 7, 8 and
+# 10 run (generated from rollup_sql, as it is now) reads and writes it: each of them first adds it, if
+# missing, to the rollup tables it touches, after Digest, where new tables have it (the rollup INSERTs
+# give values in column order). Where the column exists these statements do nothing.
+ROLLUP_EXACT_COLUMN = "Exact Array(Float64) CODEC(ZSTD(1))"  # a fifth smaller than with LZ4 (bench/rollup_storage.py)
+
+
+def _exact_column(*tables: str) -> tuple[str, ...]:
+    return tuple(f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {ROLLUP_EXACT_COLUMN} AFTER Digest" for t in tables)
+
+
 def _rollup_table(name: str, time_column: str, partition: str) -> str:
     """The DDL of a rollup table: one row per metric, group and ``time_column`` (a minute or an hour)."""
     return f"""
@@ -192,6 +204,7 @@ CREATE TABLE IF NOT EXISTS {name} (
     Count UInt64,
     Sum Float64,
     Digest AggregateFunction(quantilesTDigest({ROLLUP_LEVELS}), Float64),
+    {ROLLUP_EXACT_COLUMN},
     Version UInt64
 )
 ENGINE = ReplacingMergeTree(Version)
@@ -210,7 +223,7 @@ ROLLUP_DDL = _rollup_table("agentlat_rollup_1m", "Minute", "toDate")
 # instead of 1,440. Recomputed from the minute rows whenever one of its minutes is.
 ROLLUP_HOURLY_DDL = _rollup_table("agentlat_rollup_1h", "Hour", "toYYYYMM")
 
-ROLLUP_HOURLY_BACKFILL = hours_from_minutes("1")
+ROLLUP_HOURLY_BACKFILL = (*_exact_column("agentlat_rollup_1m"), hours_from_minutes("1"))
 
 # Per-day digests (UTC days), merged from the hours, so a week's window merges a few days of digests
 # and only its ragged hours and minutes.
@@ -218,7 +231,11 @@ ROLLUP_DAILY_DDL = _rollup_table("agentlat_rollup_1d", "Day", "toYYYYMM")
 
 # Every minute rolled up again (now with the counters of rollup_sql.COUNTER_METRICS), then its hour.
 _NOW_VERSION = "toUInt64(toUnixTimestamp64Nano(now64(9)))"
-ROLLUP_COUNTERS_BACKFILL = (minutes_from_raw("1", "1", "1", _NOW_VERSION), hours_from_minutes("1"))
+ROLLUP_COUNTERS_BACKFILL = (
+    *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
+    minutes_from_raw("1", "1", "1", _NOW_VERSION),
+    hours_from_minutes("1"),
+)
 
 # Per minute, route, model and prompt-prefix hash: client model calls and their cache misses, so the
 # advisor's identical-prefix misses over a long window read these instead of every call's attributes.
@@ -242,6 +259,7 @@ TTL toDate(Minute) + INTERVAL {ttl_days} DAY
 # The prefix counts of every minute, and every minute and hour rolled up again with the advisor's
 # metrics (rollup_sql.ADVICE_SPAN_METRICS and ADVICE_TRACE_METRICS).
 ADVICE_ROLLUPS = (
+    *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
     PREFIX_DDL,
     prefixes_from_raw("1", _NOW_VERSION),
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
@@ -417,6 +435,87 @@ WHERE IngestedAt >= {_COPY_STARTED}
 )
 
 
+# Issue 16: every rollup row of at most rollup_sql.EXACT_MAX values keeps them (and then no digest), so
+# small groups' percentiles come out exact, as from the spans: the column, then every minute rolled up
+# again, then its hour and day.
+ROLLUP_EXACT = (
+    *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h", "agentlat_rollup_1d"),
+    minutes_from_raw("1", "1", "1", _NOW_VERSION),
+    hours_from_minutes("1"),
+    days_from_hours("1"),
+)
+
+
+# OTLP logs and metrics (issue 16). GenAI events (log records named gen_ai.*) with the spans' conventions:
+# a project column, partitions by day, the retention TTL, a bloom filter on TraceId (the trace detail
+# reads a trace's events), and a ReplacingMergeTree whose sorting key ends with a hash of the whole
+# record, so a record delivered twice (retries, log replay) counts once with FINAL.
+EVENTS_DDL = f"""
+CREATE TABLE IF NOT EXISTS agentlat_events (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    ObservedTimestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    TraceFlags UInt8 CODEC(ZSTD(1)),
+    SeverityText LowCardinality(String) CODEC(ZSTD(1)),
+    SeverityNumber UInt8 CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    Body String CODEC(ZSTD(3)),
+    ResourceAttributes {_MAP} CODEC(ZSTD(6)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    LogAttributes {_MAP} CODEC(ZSTD(6)),
+    EventName LowCardinality(String) CODEC(ZSTD(1)),
+    ProjectId LowCardinality(String) CODEC(ZSTD(1)),
+    RecordId String CODEC(ZSTD(1)),
+    IngestFlags Array(LowCardinality(String)) CODEC(ZSTD(1)),
+    IngestedAt DateTime64(3) DEFAULT now64(3) CODEC(LZ4),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toDate(Timestamp)
+ORDER BY (ProjectId, ServiceName, EventName, toDateTime(Timestamp), TraceId, RecordId)
+TTL toDate(Timestamp) + INTERVAL {{ttl_days}} DAY
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+# gen_ai.* metric data points, one table for every point type (Histogram, ExponentialHistogram as
+# explicit buckets, Sum, Gauge); duplicates replace each other by a hash of the whole point.
+METRIC_POINTS_DDL = f"""
+CREATE TABLE IF NOT EXISTS agentlat_metric_points (
+    ProjectId LowCardinality(String) CODEC(ZSTD(1)),
+    TimeUnix DateTime64(9) CODEC(Delta, ZSTD(1)),
+    StartTimeUnix DateTime64(9) CODEC(Delta, ZSTD(1)),
+    MetricName LowCardinality(String) CODEC(ZSTD(1)),
+    MetricDescription LowCardinality(String) CODEC(ZSTD(1)),
+    MetricUnit LowCardinality(String) CODEC(ZSTD(1)),
+    MetricType LowCardinality(String) CODEC(ZSTD(1)),
+    AggregationTemporality Int32 CODEC(ZSTD(1)),
+    IsMonotonic UInt8 CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes {_MAP} CODEC(ZSTD(6)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    Attributes {_MAP} CODEC(ZSTD(6)),
+    Count UInt64 CODEC(T64, ZSTD(1)),
+    Sum Nullable(Float64) CODEC(ZSTD(1)),
+    Min Nullable(Float64) CODEC(ZSTD(1)),
+    Max Nullable(Float64) CODEC(ZSTD(1)),
+    Value Nullable(Float64) CODEC(ZSTD(1)),
+    ExplicitBounds Array(Float64) CODEC(ZSTD(3)),
+    BucketCounts Array(UInt64) CODEC(ZSTD(1)),
+    PointId String CODEC(ZSTD(1)),
+    IngestFlags Array(LowCardinality(String)) CODEC(ZSTD(1)),
+    IngestedAt DateTime64(3) DEFAULT now64(3) CODEC(LZ4)
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toDate(TimeUnix)
+ORDER BY (ProjectId, ServiceName, MetricName, toDateTime(TimeUnix), PointId)
+TTL toDate(TimeUnix) + INTERVAL {{ttl_days}} DAY
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -429,12 +528,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "ingest time, per-trace analysis and per-minute rollups", (INGESTED_AT_DDL, TRACES_DDL, ROLLUP_DDL)),
     Migration(3, "API keys", (KEYS_DDL,)),
     Migration(4, "alert state, events and notification outbox", (ALERT_STATE_DDL, ALERT_EVENTS_DDL, ALERT_OUTBOX_DDL)),
-    Migration(5, "hourly rollups", (ROLLUP_HOURLY_DDL, ROLLUP_HOURLY_BACKFILL)),
+    Migration(5, "hourly rollups", (ROLLUP_HOURLY_DDL, *ROLLUP_HOURLY_BACKFILL)),
     Migration(6, "spans storage: codecs, no attribute bloom filters", (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL)),
     Migration(7, "rollup counters for per-dimension summaries", ROLLUP_COUNTERS_BACKFILL),
     Migration(8, "advice rollups: the advisor's counters and per-minute prompt-prefix counts", ADVICE_ROLLUPS),
     Migration(9, "spans table rebuilt: sorted by role and time, granules of 1,024 rows", SPANS_REBUILD),
-    Migration(10, "daily rollups", (ROLLUP_DAILY_DDL, days_from_hours("1"))),
+    Migration(10, "daily rollups", (*_exact_column("agentlat_rollup_1h"), ROLLUP_DAILY_DDL, days_from_hours("1"))),
+    Migration(11, "exact values of small rollup groups", ROLLUP_EXACT),
+    Migration(12, "GenAI events and gen_ai.* metric points (OTLP logs and metrics)", (EVENTS_DDL, METRIC_POINTS_DDL)),
 )
 
 LEDGER_DDL = """
@@ -474,6 +575,9 @@ SHARDING_KEYS: dict[str, str] = {
     "agentlat_rollup_1h": "cityHash64(ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_rollup_1d": "cityHash64(ProjectId, Metric, Day, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_prefix_1m": "cityHash64(ProjectId, Minute, ServiceName, Route, Model, PrefixHash)",
+    # A trace's events sit on the shard of its spans (a duplicate has the same trace id).
+    "agentlat_events": "cityHash64(TraceId)",
+    "agentlat_metric_points": "cityHash64(PointId)",
     "agentlat_api_keys": "cityHash64(KeyId)",
     "agentlat_migrations": "Version",
     "agentlat_alert_state": "cityHash64(ProjectId, Kind, Key)",

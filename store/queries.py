@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentlat.store.backends import Params
-from agentlat.store.rollup_sql import CLIENT_MODEL, FINAL_SETTINGS, ROLLUP_LEVELS
+from agentlat.store.rollup_sql import CLIENT_MODEL, FINAL_SETTINGS, MERGED_QUANTILES
 
 # Query-API dimension name -> column.
 DIMENSIONS: dict[str, str] = {
@@ -231,7 +231,7 @@ def _whole(first: int, last: int, period: int) -> tuple[int, int]:
     return last, last
 
 
-def _rollup_rows(where: SpanFilter, metric_test: str, columns: str, values: str = "Count, Sum, Digest") -> str:
+def _rollup_rows(where: SpanFilter, metric_test: str, columns: str, values: str = "Count, Sum, Digest, Exact") -> str:
     """Matching rollup rows of the window, whole days from the daily table, the other whole hours from
     the hourly one and the rest from minutes, each with its start as ``T``. A group that a re-analysis
     emptied keeps rows with a count of 0 (rollup_sql.minutes_from_raw), so callers keep only groups
@@ -262,13 +262,14 @@ _ROLLUP_COLUMNS = "ServiceName, Route, Agent, Model, Tool"
 def rollup_percentiles_sql(
     metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter, limit: int | None = 10_000
 ) -> tuple[str, Params]:
-    """Count, mean and t-digest p50/p95/p99 per group and metric, merged from rollup digests
-    (at most ``limit`` rows, the most counted first; all of them with None)."""
+    """Count, mean and p50/p95/p99 per group and metric, merged from the rollups: exact for a group of at
+    most EXACT_MAX values, else by t-digest (rollup_sql.MERGED_QUANTILES); at most ``limit`` rows, the
+    most counted first (all of them with None)."""
     columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
     rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS)
     sql = f"""
         SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) AS sum, sum(Sum) / sum(Count) AS mean,
-               quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
+               {MERGED_QUANTILES} AS q
         FROM ({rows})
         GROUP BY {", ".join([*group_by, "metric"])}
         HAVING count > 0
@@ -317,7 +318,7 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
     rows = _rollup_rows(where, "Metric = {metric:String}", _ROLLUP_COLUMNS)
     sql = f"""
         SELECT toUnixTimestamp(toStartOfInterval(T, toIntervalSecond({{step:UInt32}}))) AS t{columns},
-               sum(Count) AS count, quantilesTDigestMerge({ROLLUP_LEVELS})(Digest) AS q
+               sum(Count) AS count, {MERGED_QUANTILES} AS q
         FROM ({rows})
         GROUP BY {", ".join(["t", *group_by])}
         HAVING count > 0

@@ -2,12 +2,39 @@
 the collector's recomputation of the minutes that received data (store/analysis.py).
 
 Each rollup row is one metric of one group (project, service, route, agent, model, tool) in one minute,
-hour or (UTC) day: a count, a sum and a t-digest of the values. Hours merge minutes, days merge hours.
+hour or (UTC) day: a count, a sum, and either the values themselves (``Exact``, sorted, when there are at
+most ``EXACT_MAX``) or a t-digest of them (``Digest``, else). Hours merge minutes, days merge hours.
+
+One percentile rule everywhere: linear interpolation between closest ranks (``quantilesExactInclusive``,
+numpy's default), as the raw-span queries compute it. A group read from rollups (merged over minutes,
+hours, days and groups) whose count is at most ``EXACT_MAX`` has every value at hand and gets exactly
+that; a larger one gets the t-digest estimate (``MERGED_QUANTILES``).
 """
 
 from __future__ import annotations
 
 ROLLUP_LEVELS = "0.5, 0.95, 0.99"
+
+# A group of at most this many values keeps them, sorted, and no digest (a digest of them would take as
+# much); percentiles of a group of at most this many, merged at any level, are exact. bench/rollup_storage.py
+# measures the cost.
+EXACT_MAX = 128
+NO_DIGEST = f"arrayReduce('quantilesTDigestState({ROLLUP_LEVELS})', emptyArrayFloat64())"
+NO_VALUES = "CAST([], 'Array(Float64)')"
+# Over the rollup rows of a group (aggregates): whether they hold all its values (each row does) ...
+ALL_EXACT = f"(sum(Count) <= {EXACT_MAX} AND sum(length(Exact)) = sum(Count))"
+# ... those values, sorted (when ALL_EXACT) ...
+ALL_VALUES = f"arraySort(groupArrayArray({EXACT_MAX})(Exact))"
+# ... and a t-digest (state) of the group: the rows' digests merged with one of the values kept exactly.
+MERGED_DIGEST = (
+    f"arrayReduce('quantilesTDigestMergeState({ROLLUP_LEVELS})',"
+    f" [quantilesTDigestMergeState({ROLLUP_LEVELS})(Digest), quantilesTDigestArrayState({ROLLUP_LEVELS})(Exact)])"
+)
+# p50/p95/p99 of a group of rollup rows (an aggregate): exact when ALL_EXACT, else by t-digest.
+MERGED_QUANTILES = (
+    f"if({ALL_EXACT}, arrayReduce('quantilesExactInclusive({ROLLUP_LEVELS})', {ALL_VALUES}),"
+    f" finalizeAggregation({MERGED_DIGEST}))"
+)
 
 # How spans and rollup rows are read with FINAL. A row's duplicates (a span delivered twice, a
 # recomputed rollup row) share its partition (the day of its timestamp, its minute or hour) and
@@ -98,7 +125,9 @@ def _pairs(metrics: dict[str, str]) -> str:
 
 
 def minutes_from_raw(spans_where: str, traces_where: str, minutes_where: str, version: str) -> str:
-    """INSERT of the minute rollups of the spans and analysed traces matching the first two conditions.
+    """INSERT of the minute rollups of the spans and analysed traces matching the first two conditions:
+    the values of a group of at most EXACT_MAX, else their t-digest (counters keep neither, only a
+    digest of zeros, as ever).
 
     Every group the minutes (``minutes_where``, a test of Minute) already hold gets a row too: one
     with a count of 0 when it has no data any more (a re-analysis moved a trace to another minute or
@@ -106,12 +135,15 @@ def minutes_from_raw(spans_where: str, traces_where: str, minutes_where: str, ve
     span_metrics = _pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS, **ADVICE_SPAN_METRICS})
     trace_metrics = _pairs({**TRACE_ROLLUP_METRICS, **ADVICE_TRACE_METRICS})
     undigested = ", ".join(f"'{name}'" for name in _UNDIGESTED)
+    exact = f"(count(value) <= {EXACT_MAX} AND metric NOT IN ({undigested}))"
     traces = latest_traces(traces_where, f"ProjectId, Start, ServiceName, Route, Agent, [{trace_metrics}] AS metrics")
     return f"""
 INSERT INTO agentlat_rollup_1m
 SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool, count(value), coalesce(sum(value), 0),
-       quantilesTDigestStateIf({ROLLUP_LEVELS})(if(metric IN ({undigested}), 0, assumeNotNull(value)),
-                                                 isNotNull(value)),
+       if({exact}, {NO_DIGEST},
+          quantilesTDigestStateIf({ROLLUP_LEVELS})(if(metric IN ({undigested}), 0, assumeNotNull(value)),
+                                                    isNotNull(value))),
+       if({exact}, arraySort(groupArrayIf({EXACT_MAX})(assumeNotNull(value), isNotNull(value))), {NO_VALUES}),
        {version}
 FROM (
     SELECT ProjectId, m.1 AS metric, toStartOfMinute(Timestamp) AS minute,
@@ -159,11 +191,12 @@ def days_from_hours(where: str) -> str:
 
 
 def _merged(target: str, period: str, source: str, where: str) -> str:
+    """The rows of a coarser period: all the values when they are at most EXACT_MAX, else one t-digest."""
     name = period.rsplit(" ", 1)[1]
     return f"""
 INSERT INTO {target}
-SELECT ProjectId, Metric, {period}, ServiceName, Route, Agent, Model, Tool,
-       sum(Count), sum(Sum), quantilesTDigestMergeState({ROLLUP_LEVELS})(Digest), max(Version)
+SELECT ProjectId, Metric, {period}, ServiceName, Route, Agent, Model, Tool, sum(Count), sum(Sum),
+       if({ALL_EXACT}, {NO_DIGEST}, {MERGED_DIGEST}), if({ALL_EXACT}, {ALL_VALUES}, {NO_VALUES}), max(Version)
 FROM {source} FINAL
 WHERE {where}
 GROUP BY ProjectId, Metric, {name}, ServiceName, Route, Agent, Model, Tool

@@ -141,3 +141,77 @@ def at_stored_resolution(batch: pa.Table) -> pa.Table:
             index, batch.schema.field(index), pc.if_else(pc.less(values, _FINER_THAN_STEP), rounded, values)
         )
     return batch
+
+
+# --- OTLP logs and metrics (issue 16) ------------------------------------------------
+# GenAI events (log records named gen_ai.*) and gen_ai.* metric data points get tables of
+# their own. A batch says which table it is for in its schema's metadata, so one write-ahead
+# log carries all three; a batch without it (every record logged before these tables
+# existed) is spans.
+TABLE_KEY = b"agentlat.table"
+SPANS_TABLE = "otel_traces"
+EVENTS_TABLE = "agentlat_events"
+METRIC_POINTS_TABLE = "agentlat_metric_points"
+
+# Column names follow the OpenTelemetry Collector's ClickHouse exporter (otel_logs, otel_metrics_*)
+# where it has them.
+EVENT_COLUMNS: tuple[Column, ...] = (
+    Column("Timestamp", _TS),
+    Column("ObservedTimestamp", _TS),
+    Column("TraceId", pa.string()),
+    Column("SpanId", pa.string()),
+    Column("TraceFlags", pa.uint8()),
+    Column("SeverityText", pa.string()),
+    Column("SeverityNumber", pa.uint8()),
+    Column("ServiceName", pa.string()),
+    Column("Body", pa.string()),  # the log record's body as JSON
+    Column("ResourceAttributes", _MAP),
+    Column("ScopeName", pa.string()),
+    Column("ScopeVersion", pa.string()),
+    Column("LogAttributes", _MAP),
+    Column("EventName", pa.string()),
+    Column("ProjectId", pa.string()),
+    Column("RecordId", pa.string()),  # a hash of the record, its scope and resource: a retry replaces it
+    Column("IngestFlags", pa.list_(pa.string())),
+)
+
+METRIC_POINT_COLUMNS: tuple[Column, ...] = (
+    Column("TimeUnix", _TS),
+    Column("StartTimeUnix", _TS),
+    Column("MetricName", pa.string()),
+    Column("MetricDescription", pa.string()),
+    Column("MetricUnit", pa.string()),
+    Column("MetricType", pa.string()),  # Histogram | ExponentialHistogram | Sum | Gauge
+    Column("AggregationTemporality", pa.int32()),  # 0 unspecified, 1 delta, 2 cumulative (OTLP's enum)
+    Column("IsMonotonic", pa.uint8()),
+    Column("ServiceName", pa.string()),
+    Column("ResourceAttributes", _MAP),
+    Column("ScopeName", pa.string()),
+    Column("ScopeVersion", pa.string()),
+    Column("Attributes", _MAP),
+    Column("Count", pa.uint64()),
+    Column("Sum", pa.float64(), nullable=True),
+    Column("Min", pa.float64(), nullable=True),
+    Column("Max", pa.float64(), nullable=True),
+    Column("Value", pa.float64(), nullable=True),  # a Sum's or Gauge's value
+    Column("ExplicitBounds", pa.list_(pa.float64())),
+    Column("BucketCounts", pa.list_(pa.uint64())),
+    Column("ProjectId", pa.string()),
+    Column("PointId", pa.string()),  # a hash of the point, its metric, scope and resource: a retry replaces it
+    Column("IngestFlags", pa.list_(pa.string())),
+)
+
+
+def _tagged_schema(columns: tuple[Column, ...], table: str) -> pa.Schema:
+    fields = [pa.field(c.name, c.arrow_type, nullable=c.nullable or c.arrow_type != _TS) for c in columns]
+    return pa.schema(fields, metadata={TABLE_KEY: table.encode()})
+
+
+EVENT_ARROW_SCHEMA = _tagged_schema(EVENT_COLUMNS, EVENTS_TABLE)
+METRIC_POINT_ARROW_SCHEMA = _tagged_schema(METRIC_POINT_COLUMNS, METRIC_POINTS_TABLE)
+
+
+def table_of(batch: pa.Table) -> str:
+    """The table a batch is written to: named in its schema's metadata, else the spans table."""
+    metadata = batch.schema.metadata or {}
+    return metadata.get(TABLE_KEY, SPANS_TABLE.encode()).decode()

@@ -45,8 +45,10 @@ EXPECTED_ENGINES = {
     "agentlat_rollup_1h": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_rollup_1h'}, Version)",
     "agentlat_api_keys": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_api_keys'}, Version)",
     "agentlat_migrations": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_migrations'})",
+    "agentlat_events": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_events'})",
+    "agentlat_metric_points": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_metric_points'})",
 }
-TRACE_TABLES = ("otel_traces", "otel_traces_trace_id_ts", "agentlat_traces")
+TRACE_TABLES = ("otel_traces", "otel_traces_trace_id_ts", "agentlat_traces", "agentlat_events")
 LEDGER = "INSERT INTO `agentlat`.agentlat_migrations (Version, Name)"  # a migration's ledger row
 
 
@@ -120,6 +122,9 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         "`agentlat`.otel_traces_v9",  # migration 9: the copy, then what arrived during it
         "`agentlat`.otel_traces",
         "`agentlat`.agentlat_rollup_1d",  # migration 10: days from hours
+        "`agentlat`.agentlat_rollup_1m",  # migration 11: minutes, hours, days with exact values
+        "`agentlat`.agentlat_rollup_1h",
+        "`agentlat`.agentlat_rollup_1d",
     ]
     # ARRAY JOINs are left alone; the newest analyses of the traces found; the groups the minutes held
     traces = ["`agentlat`.agentlat_traces", "`agentlat`.agentlat_traces"]
@@ -136,13 +141,16 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         ["`agentlat`.otel_traces_v9", "`agentlat`.agentlat_migrations", "`agentlat`.otel_traces",
          "`agentlat`.agentlat_migrations"],
         ["`agentlat`.agentlat_rollup_1h"],
+        minutes,  # migration 11
+        hours,
+        ["`agentlat`.agentlat_rollup_1h"],
     ]  # fmt: skip
     assert not any("ON CLUSTER" in s for s in backfills)
 
 
 def test_retention_is_filled_in() -> None:
     ttls = [re.search(r"\nTTL (.*)", s)[1] for s in STATEMENTS if "\nTTL " in s]
-    assert len(ttls) == 10 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
+    assert len(ttls) == 12 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
     assert not any("{ttl_days}" in s for s in STATEMENTS)
 
 
