@@ -26,10 +26,14 @@ Assembly
     token counts it lacks. A record that times no call is model time over its interval alone.
 
 Critical path
-  Walk from the root over its window. For a span S walked over [lo, hi], with cursor = hi: its
-  children are clamped to [lo, hi] (clock skew between services) and those clamped to zero length
-  are dropped. Repeatedly take the child that ends last at or before the cursor (ties: the one that
-  started first), walk it over its clamped interval, and set cursor = its start. Children that end
+  A span's reach is its end, or the latest reach of its children of the same service when one
+  outlives it (a framework's step that returns a stream ends before the model call inside it has
+  finished streaming); a child from another service, or a server span, that outlives its parent is
+  clock skew, and is clamped. Walk from the root over its window. For a span S walked over
+  [lo, hi], with cursor = hi: each child stands for [its start, its reach], clamped to [lo, hi]
+  (clock skew between services), and those clamped to zero length are dropped. Repeatedly take
+  the child that ends last at or before the cursor (ties: the one that started first), walk it
+  over its clamped interval, and set cursor = its start. Children that end
   after the cursor overlap a chosen one and are skipped: that is what parallel means. Time in
   [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. A chosen child that is
   transparent (its role is neither model nor tool, and it is no phase or server span) walks the
@@ -197,6 +201,7 @@ class _Tree:
     hi: int
     is_call: list[bool]  # per span: a client model call
     is_tool: list[bool]
+    reach: list[int]  # per span: its end, or later if a child of its service outlives it
 
 
 def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
@@ -267,8 +272,13 @@ def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
     lo = min(s.start_ns for s in ordered) if partial else ordered[root].start_ns
     hi = max(s.end_ns for s in ordered) if partial else ordered[root].end_ns
     is_call = _client_calls(ordered, parent)
+    reach = [s.end_ns for s in ordered]
+    for i in reversed(order):  # children before parents
+        p = parent[i]
+        if p != -1 and reach[i] > reach[p] and _same_clock(ordered[i], ordered[p]):
+            reach[p] = reach[i]
     is_tool = [s.role == TOOL for s in ordered]
-    return _Tree(ordered, parent, children, order, root, partial, lo, hi, is_call, is_tool)
+    return _Tree(ordered, parent, children, order, root, partial, lo, hi, is_call, is_tool, reach)
 
 
 def _dedupe(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
@@ -331,6 +341,11 @@ def _timed_call(
     if any(spans[best].end_ns < spans[i].start_ns < begun for i in siblings):
         return None  # something else began between the call and its stream: not the call it times
     return best
+
+
+def _same_clock(child: SpanRecord, parent: SpanRecord) -> bool:
+    """Both timed by one process: the child's overrun is real time, not skew between clocks."""
+    return child.service == parent.service and not child.is_server_span
 
 
 def _client_calls(ordered: list[SpanRecord], parent: list[int]) -> list[bool]:
@@ -397,7 +412,7 @@ def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tup
         cursor = hi
         kids = children[node] + adopted if adopted else children[node]
         if kids:  # most spans are leaves
-            keyed = _clamped_children(spans, kids, lo, hi)
+            keyed = _clamped_children(spans, tree.reach, kids, lo, hi)
             for k, (neg_hi, c_lo, child) in enumerate(keyed):
                 if -neg_hi > cursor:
                     continue
@@ -449,12 +464,14 @@ def _enclosed(keyed: list[tuple[int, int, int]], k: int) -> list[int]:
     return inside
 
 
-def _clamped_children(spans: list[SpanRecord], children: list[int], lo: int, hi: int) -> list[tuple[int, int, int]]:
-    """(-end, start, child) clamped to [lo, hi], zero-length ones dropped, latest end first (ties: earliest start)."""
+def _clamped_children(
+    spans: list[SpanRecord], reach: list[int], children: list[int], lo: int, hi: int
+) -> list[tuple[int, int, int]]:
+    """(-end, start, child) from the child's start to its reach, clamped to [lo, hi], zero-length ones dropped,
+    latest end first (ties: earliest start)."""
     keyed = []
     for c in children:
-        span = spans[c]
-        c_lo, c_hi = max(span.start_ns, lo), min(span.end_ns, hi)
+        c_lo, c_hi = max(spans[c].start_ns, lo), min(reach[c], hi)
         if c_hi > c_lo:
             keyed.append((-c_hi, c_lo, c))
     keyed.sort()

@@ -133,6 +133,18 @@ SPLIT_CASES = [
         id="span-that-lost-its-context-counts-inside-the-span-it-ran-in",
     ),
     pytest.param(
+        [agent("r", "", 0, 600), span("step", "r", 10, 20), model("m", "step", 15, 500)],
+        (600, 485, 0, 115),
+        ("r", "step", "m"),
+        id="child-that-outlives-its-parent-counts-where-it-ran",  # a step that returns a stream
+    ),
+    pytest.param(
+        [agent("r", "", 0, 100), agent("a", "r", 10, 50), model("m", "a", 20, 60, service="model-svc")],
+        (100, 30, 0, 70),
+        ("r", "a", "m"),
+        id="child-of-another-service-that-outlives-its-parent-is-clock-skew",
+    ),
+    pytest.param(
         [agent("r", "", 0, 100), tool("t", "r", 10, 90), model("m", "r", 20, 60)],
         (100, 0, 80, 20),
         ("r", "t"),

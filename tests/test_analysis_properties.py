@@ -151,6 +151,11 @@ def reference(records: list[SpanRecord]) -> Reference:
     lo = min(n.start for n in nodes.values()) if partial else root.start
     hi = max(n.end for n in nodes.values()) if partial else root.end
 
+    # Reach: a span lasts until the latest end in its subtree (children that outlive it), but for
+    # server spans, another process's clock (the random traces have one service otherwise).
+    def reach(node_id: str) -> int:
+        return max([nodes[node_id].end, *(reach(kid) for kid in nodes[node_id].kids if not nodes[kid].server)])
+
     # Critical path: walk back from the window's end one tick at a time.
     owner: dict[int, str] = {}
     walked: dict[str, int] = {}
@@ -159,7 +164,7 @@ def reference(records: list[SpanRecord]) -> Reference:
         walked[span_id] = w_lo
         clamped = []
         for kid in nodes[span_id].kids + adopted:
-            k_lo, k_hi = max(nodes[kid].start, w_lo), min(nodes[kid].end, w_hi)
+            k_lo, k_hi = max(nodes[kid].start, w_lo), min(reach(kid), w_hi)
             if k_hi > k_lo:
                 clamped.append((k_lo, k_hi, kid))
         tick = w_hi
