@@ -15,7 +15,6 @@ import threading
 from dataclasses import dataclass
 
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -113,6 +112,10 @@ def _provider(service: str, version: str | None, environment: str | None) -> Tra
 
 
 def _otlp(endpoint: str, options: Options) -> SpanExporter:
+    # Imported here: the exporter takes 60 ms to import, which a caller passing its own exporter,
+    # and every server command, need not pay.
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
     return OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", timeout=options.export_timeout_seconds)
 
 

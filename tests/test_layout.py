@@ -11,12 +11,29 @@ import agentlat
 from tests.servers import AGENTLAT
 
 SERVER_MODULES = ("chdb", "clickhouse_connect", "fastapi", "streamlit", "polars", "pyarrow", "uvicorn")
+OTLP_EXPORTER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+
+
+def imported(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
+    probe = f"import sys\n{code}\nprint(' '.join(m for m in sys.argv[1:] if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", probe, *modules], capture_output=True, text=True, check=True)
+    return result.stdout.split()
 
 
 def test_import_agentlat_stays_light() -> None:
-    code = "import sys, agentlat; print(' '.join(m for m in sys.argv[1:] if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code, *SERVER_MODULES], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == ""
+    assert imported("import agentlat", (*SERVER_MODULES, OTLP_EXPORTER)) == []
+
+
+def test_own_exporter_spares_the_otlp_exporter_import() -> None:
+    code = (
+        "import agentlat\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "agentlat.init(service='t', exporter=InMemorySpanExporter(), "
+        "options=agentlat.Options(instrument_clients=False))"
+    )
+    assert imported(code, (OTLP_EXPORTER,)) == []
+    assert imported("import agentlat\nagentlat.init(service='t')", (OTLP_EXPORTER,)) == [OTLP_EXPORTER]
 
 
 def test_public_surface_is_exactly_all() -> None:
