@@ -21,8 +21,6 @@ from starlette.concurrency import run_in_threadpool
 from agentlat.alerts.budgets import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
 from agentlat.store import SpanFilter, Store, iso, parse_duration, trailing
 
-NS = 1_000_000_000
-RAW_WINDOW_LIMIT_NS = 6 * 3600 * NS  # longer windows read the per-minute rollups, as the query API does
 NOT_CONFIGURED = (
     "no budgets file is configured: start the server with `agentlat serve --budgets budgets.yaml` "
     "(or set AGENTLAT_BUDGETS); `agentlat budget init` writes a starter file"
@@ -57,7 +55,7 @@ def measure(store: Store, budgets: Budgets, where: SpanFilter) -> Measurements:
     for dimension, metric in budgets.queries():
         metrics_of.setdefault(dimension, []).append(metric)
     measured: dict[tuple[str, str], dict[str, Stats]] = {}
-    if where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS:
+    if where.reads_rollups:
         for dimension, metrics in metrics_of.items():
             for row in store.rollup_percentiles(metrics, [dimension], where):
                 p50, p95, p99 = row["q"]

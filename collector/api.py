@@ -34,7 +34,6 @@ from agentlat.store.schema import DERIVED_NAMES
 
 NS = 1_000_000_000
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
-RAW_WINDOW_LIMIT_NS = 6 * 3600 * NS  # longer windows read the per-minute rollups
 SPLIT = {"e2e": "e2e", "model": "split_model", "tool": "split_tool", "orchestration": "split_orchestration"}
 
 
@@ -61,18 +60,13 @@ def _use_rollups(source: str, metric: str, dims: list[str], where: SpanFilter) -
     if source == "rollups" and not possible:
         raise HTTPException(400, f"metric {metric!r} with these dimensions is not kept in rollups; use source=spans")
     if source == "auto":
-        return possible and _long_window(where)
+        return possible and where.reads_rollups
     return source == "rollups"
 
 
 def _source_query(description: str) -> Any:
     """The ``source`` parameter of the endpoints that can read spans or rollups."""
     return Query(pattern="^(auto|spans|rollups)$", description=description)
-
-
-def _long_window(where: SpanFilter) -> bool:
-    """Whether source=auto reads rollups for this window."""
-    return where.end_ns - where.start_ns > RAW_WINDOW_LIMIT_NS
 
 
 def _step_seconds(step: str) -> int:
@@ -275,7 +269,7 @@ def make_router(store: Store, project_of) -> APIRouter:
             ),
         ] = "auto",
     ) -> dict[str, Any]:
-        use_rollups = source == "rollups" or (source == "auto" and _long_window(where))
+        use_rollups = source == "rollups" or (source == "auto" and where.reads_rollups)
         evidence = await run_in_threadpool(store.advice_evidence, where, use_rollups)
         findings = advise([route_evidence(name, facts) for name, facts in evidence.items()])
         return {

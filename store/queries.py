@@ -49,6 +49,9 @@ METRICS: dict[str, Metric] = {
 QUANTILES = (0.5, 0.95, 0.99)
 
 
+RAW_WINDOW_LIMIT_NS = 6 * 3600 * 1_000_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class SpanFilter:
     """Which spans a query reads: a project, a time window and equality filters."""
@@ -57,6 +60,11 @@ class SpanFilter:
     start_ns: int
     end_ns: int
     equals: dict[str, str] = field(default_factory=dict)  # dimension name -> value
+
+    @property
+    def reads_rollups(self) -> bool:
+        """Windows longer than ``RAW_WINDOW_LIMIT_NS`` read the per-minute rollups, not the raw spans."""
+        return self.end_ns - self.start_ns > RAW_WINDOW_LIMIT_NS
 
     def params(self) -> Params:
         params: Params = {"project": self.project, "start_ns": self.start_ns, "end_ns": self.end_ns}
