@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.alerts.budgets import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
+from agentlat.alerts.yamlfile import WatchedFile
 from agentlat.store import SpanFilter, Store, iso, parse_duration, trailing
 
 NOT_CONFIGURED = (
@@ -27,26 +28,12 @@ NOT_CONFIGURED = (
 )
 
 
-class BudgetSource:
-    """The budgets file, re-read when its modification time changes."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._mtime_ns = self._stat()
-        self._budgets = load_budgets(path)
-
-    def _stat(self) -> int | None:
-        try:
-            return self.path.stat().st_mtime_ns
-        except OSError:
-            return None
-
-    def current(self) -> Budgets:
-        mtime_ns = self._stat()
-        if mtime_ns != self._mtime_ns:
-            self._budgets = load_budgets(self.path)
-            self._mtime_ns = mtime_ns
-        return self._budgets
+def current_budgets(source: WatchedFile[Budgets]) -> Budgets:
+    """The budgets file as it is now; raises ``BudgetError`` while it does not parse."""
+    source.changed()
+    if source.error is not None:
+        raise source.error
+    return source.value
 
 
 def measure(store: Store, budgets: Budgets, where: SpanFilter) -> Measurements:
@@ -75,7 +62,7 @@ def _report(store: Store, budgets: Budgets, where: SpanFilter, span: dict[str, s
 
 def make_router(store: Store, budgets_path: Path | None, project_of: Callable[[Request], str]) -> APIRouter:
     """The budgets route; with a path, the file is validated now (raising ``BudgetError``)."""
-    source = BudgetSource(budgets_path) if budgets_path is not None else None
+    source = WatchedFile(budgets_path, load_budgets) if budgets_path is not None else None
     router = APIRouter(prefix="/api/v1", tags=["budgets"])
     Project = Annotated[str, Depends(project_of)]
 
@@ -88,7 +75,7 @@ def make_router(store: Store, budgets_path: Path | None, project_of: Callable[[R
             raise HTTPException(404, NOT_CONFIGURED)
         start_ns, end_ns = trailing(time.time_ns(), parse_duration(window, "window"))
         try:
-            current = await run_in_threadpool(source.current)
+            current = await run_in_threadpool(current_budgets, source)
         except BudgetError as exc:
             raise HTTPException(500, f"{exc} (the server re-reads the file when it changes)") from None
         where = SpanFilter(project, start_ns, end_ns, {"service": current.service} if current.service else {})

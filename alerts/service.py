@@ -20,6 +20,7 @@ from agentlat.alerts.notify import Courier, Notifier, build_notifiers
 from agentlat.alerts.receivers import effective_receivers
 from agentlat.alerts.rules import AlertConfig, AlertRulesError
 from agentlat.alerts.rules_file import load_rules
+from agentlat.alerts.yamlfile import WatchedFile
 from agentlat.store import Store, StoreError
 
 log = logging.getLogger("agentlat.alerts")
@@ -31,34 +32,6 @@ DEFAULT_DASHBOARD_URL = "http://127.0.0.1:8501"
 def dashboard_url(config: AlertConfig, environ: Mapping[str, str]) -> str:
     """The file's ``dashboard_url``, else AGENTLAT_DASHBOARD_URL, else the local dashboard."""
     return config.dashboard_url or environ.get(DASHBOARD_ENV) or DEFAULT_DASHBOARD_URL
-
-
-class RulesFile:
-    """The rules file, re-read when its modification time changes."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._mtime_ns = self._stat()
-        self.config = load_rules(path)
-
-    def _stat(self) -> int | None:
-        try:
-            return self.path.stat().st_mtime_ns
-        except OSError:
-            return None
-
-    def changed(self) -> AlertConfig | None:
-        """The new rules if the file changed and is valid; None otherwise (a broken file is logged)."""
-        mtime_ns = self._stat()
-        if mtime_ns == self._mtime_ns:
-            return None
-        self._mtime_ns = mtime_ns
-        try:
-            self.config = load_rules(self.path)
-        except AlertRulesError as exc:
-            log.error("alert rules not reloaded, the last good ones stay in force: %s", exc)
-            return None
-        return self.config
 
 
 class AlertService:
@@ -73,10 +46,10 @@ class AlertService:
         projects: Sequence[str] | None = None,
     ) -> None:
         """``projects``: alert on these only (default: every project with data)."""
-        self.rules = RulesFile(path)
+        self.rules = WatchedFile(path, load_rules)
         self.environ = environ
         self.clock = clock
-        config = self.rules.config
+        config = self.rules.value
         notifiers = build_notifiers(config, environ)
         self.evaluator = Evaluator(store, config, list(notifiers), dashboard_url(config, environ), projects)
         self.courier = Courier(store.alerts, notifiers, clock=clock, projects=projects)
@@ -118,9 +91,12 @@ class AlertService:
             self._stop.wait(interval - self.clock() % interval)
 
     def _reload(self) -> None:
-        config = self.rules.changed()
-        if config is None:
+        if not self.rules.changed():
             return
+        if self.rules.error is not None:
+            log.error("alert rules not reloaded, the last good ones stay in force: %s", self.rules.error)
+            return
+        config = self.rules.value
         try:
             notifiers = build_notifiers(config, self.environ)
         except AlertRulesError as exc:

@@ -1,6 +1,7 @@
 """YAML files that explain their mistakes: line numbers on every mapping, and a field parser.
 
-Shared by the budgets file (``budgets.py``) and the alert rules file (``rules.py``). Loading
+Shared by the budgets file (``budgets.py``) and the alert rules file (``rules.py``), which the
+server watches with ``WatchedFile``. Loading
 rejects duplicate keys and anything but plain YAML (a ``SafeLoader``); every error names the
 file, the line, the field and what was expected, e.g.::
 
@@ -13,12 +14,13 @@ import re
 import reprlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import yaml
 
 from agentlat.errors import ConfigError
 
+T = TypeVar("T")
 NOTHING = object()  # "no value to show" in an error message (None is a value)
 _LATENCY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
 LATENCY_EXPECTED = "a duration > 0: milliseconds (800), or a string with a unit ('800ms', '1.5s')"
@@ -150,3 +152,34 @@ class FieldParser:
             expected = "a non-empty string" if pattern is None else f"a name matching {pattern.pattern}"
             raise self.fail(node.lines[key], f"{where}{key}", expected, value)
         return value
+
+
+class WatchedFile(Generic[T]):
+    """A file parsed by ``load``, parsed again when its modification time changes. ``value`` is the
+    last good parse; a change that does not parse leaves it and holds the error (``error``) until the
+    next change. A file that does not parse at construction raises: there is no good value yet."""
+
+    def __init__(self, path: Path, load: Callable[[Path], T]) -> None:
+        self.path = path
+        self._load = load
+        self._mtime_ns = self._stat()
+        self.value: T = load(path)
+        self.error: ConfigError | None = None
+
+    def _stat(self) -> int | None:
+        try:
+            return self.path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def changed(self) -> bool:
+        """Whether the file changed since the last look; when it did, it is parsed again."""
+        mtime_ns = self._stat()
+        if mtime_ns == self._mtime_ns:
+            return False
+        self._mtime_ns = mtime_ns
+        try:
+            self.value, self.error = self._load(self.path), None
+        except ConfigError as exc:
+            self.error = exc
+        return True

@@ -13,7 +13,7 @@ from agentlat.alerts.alert_cli import alerts_app
 from agentlat.alerts.receivers import missing_variables, resolved_url
 from agentlat.alerts.rules import DEFAULT_BURN_WINDOWS, AlertRulesError, BurnRate, Drift, Threshold
 from agentlat.alerts.rules_file import ALL_FIELDS, load_rules, parse_rules
-from agentlat.alerts.service import RulesFile
+from agentlat.alerts.yamlfile import WatchedFile
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "alerts.yaml"
@@ -213,14 +213,17 @@ def test_check_prints_the_rules_or_every_mistake(tmp_path: Path) -> None:
 def test_the_server_rereads_a_changed_file_and_keeps_the_last_good_one(tmp_path: Path) -> None:
     path = tmp_path / "alerts.yaml"
     path.write_text(BASE)
-    source = RulesFile(path)
-    assert source.changed() is None
+    source = WatchedFile(path, load_rules)
+    assert not source.changed()
     path.write_text(BASE.replace("800ms", "900ms"))
     os.utime(path, ns=(1, 1))
-    assert source.changed().rules[0].spec.threshold_ms == 900.0  # type: ignore[union-attr]
+    assert source.changed() and source.error is None
+    assert source.value.rules[0].spec.threshold_ms == 900.0  # type: ignore[union-attr]
     path.write_text(BASE.replace("800ms", "fast"))
     os.utime(path, ns=(2, 2))
-    assert source.changed() is None and source.config.rules[0].spec.threshold_ms == 900.0  # type: ignore[union-attr]
+    assert source.changed() and isinstance(source.error, AlertRulesError)
+    assert source.value.rules[0].spec.threshold_ms == 900.0  # type: ignore[union-attr]
+    assert not source.changed() and isinstance(source.error, AlertRulesError)  # kept until the next change
 
 
 def test_a_missing_or_unreadable_rules_file_says_what_to_do(tmp_path: Path) -> None:
