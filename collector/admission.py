@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 
+from agentlat.errors import AgentlatError
 
-class Overloaded(Exception):
+
+class Overloaded(AgentlatError):
     """No room for this request within the admission wait; the client should retry later."""
 
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from agentlat.errors import AgentlatError
 from agentlat.store import ApiKeyRecord, Store
 
 KEY_PREFIX = "alk"
@@ -26,7 +27,7 @@ _PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_PROJECT = "default"
 
 
-class AuthError(Exception):
+class AuthError(AgentlatError):
     """The request may not proceed: ``status`` is 401, 403 or 429."""
 
     def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:

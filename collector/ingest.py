@@ -29,6 +29,7 @@ from agentlat.collector import otlp_signals
 from agentlat.collector.metrics import CollectorMetrics
 from agentlat.collector.otlp import DecodedBatch, Limits, parse_json, parse_protobuf, to_batch
 from agentlat.collector.pipeline import Backpressure, IngestPipeline
+from agentlat.errors import AgentlatError
 from agentlat.processes import exit_with_parent
 
 log = logging.getLogger("agentlat.collector")
@@ -37,11 +38,11 @@ log = logging.getLogger("agentlat.collector")
 DECODE_CONCURRENCY = 2  # requests decoded at once: a decoded request takes ~10x its body in memory
 
 
-class LogUnavailable(Exception):
+class LogUnavailable(AgentlatError):
     """The write-ahead log could not be written (disk full, read-only); retry later."""
 
 
-class DecoderUnavailable(Exception):
+class DecoderUnavailable(AgentlatError):
     """A decode worker died while it held the request; a new one takes the next request."""
 
 

@@ -23,6 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agentlat.collector.normalise import NO_EVENTS, EventTimes, derive
+from agentlat.errors import AgentlatError
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 from agentlat.store.timerange import iso
 
@@ -35,11 +36,11 @@ MAX_TIME_NS = 2**63 - 1  # nanosecond timestamps in Arrow and ClickHouse are sig
 _MAP = SPAN_ARROW_SCHEMA.field("SpanAttributes").type
 
 
-class OtlpDecodeError(ValueError):
+class OtlpDecodeError(AgentlatError, ValueError):
     """The payload is not a decodable ExportTraceServiceRequest."""
 
 
-class TooManySpans(ValueError):
+class TooManySpans(AgentlatError, ValueError):
     """A request carries more spans (log records, data points) than the collector takes at once."""
 
 

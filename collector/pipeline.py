@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from agentlat.collector.diskspace import DiskGuard
 from agentlat.collector.wal import Position, WriteAheadLog
+from agentlat.errors import AgentlatError
 from agentlat.store import Store, StoreError, StoreUnavailable
 from agentlat.store.backends import from_arrow_stream, to_arrow_stream
 from agentlat.store.schema import EVENTS_TABLE, METRIC_POINTS_TABLE, SPANS_TABLE, table_of
@@ -46,7 +47,7 @@ FIRST_RETRY_SECONDS, LAST_RETRY_SECONDS = 0.1, 5.0
 DISK_RETRY_AFTER = 10  # seconds a client is asked to wait while the disk is below its floor
 
 
-class Backpressure(Exception):
+class Backpressure(AgentlatError):
     """Too much is waiting for the store; the client should retry after ``retry_after`` s."""
 
     def __init__(self, reason: str, retry_after: int) -> None:

@@ -30,6 +30,7 @@ from agentlat.collector.auth import AuthError
 from agentlat.collector.ingest import DECODE_CONCURRENCY, SIGNALS, DecoderUnavailable, Ingestor, LogUnavailable, Signal
 from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
 from agentlat.collector.pipeline import Backpressure
+from agentlat.errors import AgentlatError
 
 log = logging.getLogger("agentlat.collector")
 
@@ -46,7 +47,7 @@ class ReceiveLimits:
     max_decode_queue: int  # requests read and waiting for a decode slot
 
 
-class RejectedRequest(Exception):
+class RejectedRequest(AgentlatError):
     def __init__(self, status: int, code: int, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after

@@ -13,6 +13,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
+from agentlat.errors import AgentlatError
+
 NS = 1_000_000_000
 EARLIEST_NS = 0
 LATEST_NS = 4_102_444_800 * NS  # 2100-01-01T00:00:00Z
@@ -23,7 +25,7 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _SHOWN_CHARS = 200
 
 
-class TimeRangeError(ValueError):
+class TimeRangeError(AgentlatError, ValueError):
     """A time parameter that cannot be used; the message names it and says what is accepted."""
 
 

@@ -63,3 +63,28 @@ def test_bad_environment_value_is_named(tmp_path) -> None:
     )
     assert result.returncode == 2
     assert "AGENTLAT_PORT='forty'" in result.stderr
+
+
+def test_every_public_error_is_an_agentlat_error() -> None:
+    """``AgentlatError`` is the root of every error agentlat raises on purpose (sdk/errors.py)."""
+    import importlib
+    import pkgutil
+
+    from agentlat.errors import AgentlatError
+
+    outside = []
+    for package in ("agentlat.collector", "agentlat.store", "agentlat.alerts", "agentlat.dashboard"):
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__, f"{package}."):
+            if info.name.rsplit(".", 1)[1].startswith("page_"):  # Streamlit pages run on import
+                continue
+            module = importlib.import_module(info.name)
+            for name, value in vars(module).items():
+                if (
+                    isinstance(value, type)
+                    and issubclass(value, BaseException)
+                    and value.__module__ == module.__name__
+                    and not name.startswith("_")
+                    and not issubclass(value, AgentlatError)
+                ):
+                    outside.append(f"{module.__name__}.{name}")
+    assert outside == []
