@@ -1,13 +1,18 @@
 """Auto-instrumentation of LLM client libraries, applied by ``agentlat.init()``.
 
 Each provider module exposes ``instrument()`` and ``uninstrument()``, imports its client
-library lazily, and is skipped when that library is not installed.
+library lazily, and is skipped when that library is not installed. One client that cannot be
+instrumented (a version without a module we patch) costs only itself: the others are still
+instrumented, and a warning says what is not timed.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
+
+log = logging.getLogger("agentlat")
 
 # provider module in this package -> the client library it patches
 PROVIDERS: dict[str, str] = {"openai": "openai", "anthropic": "anthropic"}
@@ -19,7 +24,13 @@ def instrument_installed_clients() -> list[str]:
     for module, library in PROVIDERS.items():
         if importlib.util.find_spec(library) is None:
             continue
-        importlib.import_module(f"agentlat.instrument.{module}").instrument()
+        try:
+            importlib.import_module(f"agentlat.instrument.{module}").instrument()
+        except Exception as exc:  # a client version we cannot patch: the others still are
+            log.warning(
+                "agentlat: %s calls are not timed: cannot instrument it (%s: %s)", library, type(exc).__name__, exc
+            )
+            continue
         done.append(library)
     return done
 

@@ -10,9 +10,13 @@ conventions want.
 
 from __future__ import annotations
 
+import importlib
+import logging
 from typing import Any
 
 from agentlat.instrument._wrapper import Endpoint, Facts, Patcher
+
+log = logging.getLogger("agentlat")
 
 PROVIDER = "openai"
 _TOOL_ITEMS = frozenset({"function_call", "custom_tool_call"})  # Responses output items the client runs
@@ -22,18 +26,34 @@ _patcher = Patcher()
 
 
 def instrument() -> None:
-    """Patch the ``create`` methods of Chat Completions and Responses; a second call does nothing."""
+    """Patch the ``create`` methods of Chat Completions and Responses; a second call does nothing.
+    A surface this openai version lacks (Responses before openai 1.66) is left out with a warning;
+    the others are patched."""
     import openai
-    from openai.resources.chat.completions import AsyncCompletions, Completions
-    from openai.resources.responses import AsyncResponses, Responses
 
     streams = (openai.Stream, openai.AsyncStream)
-    chat = Endpoint(PROVIDER, streams, chat_facts, ChatReader)
-    responses = Endpoint(PROVIDER, streams, response_facts, ResponsesReader)
-    _patcher.wrap(Completions, "create", chat, is_async=False)
-    _patcher.wrap(AsyncCompletions, "create", chat, is_async=True)
-    _patcher.wrap(Responses, "create", responses, is_async=False)
-    _patcher.wrap(AsyncResponses, "create", responses, is_async=True)
+    surfaces = (
+        (
+            "Chat Completions",
+            "openai.resources.chat.completions",
+            ("Completions", "AsyncCompletions"),
+            chat_facts,
+            ChatReader,
+        ),
+        ("Responses", "openai.resources.responses", ("Responses", "AsyncResponses"), response_facts, ResponsesReader),
+    )
+    for surface, module, (sync, asynchronous), facts, reader in surfaces:
+        try:
+            owners = importlib.import_module(module)
+            sync_owner, async_owner = getattr(owners, sync), getattr(owners, asynchronous)
+        except (ImportError, AttributeError) as exc:
+            log.warning(
+                "agentlat: openai %s has no %s API (%s); those calls are not timed", openai.__version__, surface, exc
+            )
+            continue
+        endpoint = Endpoint(PROVIDER, streams, facts, reader)
+        _patcher.wrap(sync_owner, "create", endpoint, is_async=False)
+        _patcher.wrap(async_owner, "create", endpoint, is_async=True)
 
 
 def uninstrument() -> None:
