@@ -181,13 +181,14 @@ def event_name(record: Any) -> str:
     return ""
 
 
+def _refuse_over(count: int, limits: Limits, what: str, advice: str) -> None:
+    """A request with more items than the collector takes at once is refused whole."""
+    if count > limits.max_spans:
+        raise TooManySpans(f"{count} {what} in one request; the limit is {limits.max_spans}: {advice}")
+
+
 def logs_to_batch(request: ExportLogsServiceRequest, project: str, received_ns: int, limits: Limits) -> DecodedBatch:
-    records = count_log_records(request)
-    if records > limits.max_spans:
-        raise TooManySpans(
-            f"{records} log records in one request; the limit is {limits.max_spans}: "
-            "lower OTEL_BLRP_MAX_EXPORT_BATCH_SIZE"
-        )
+    _refuse_over(count_log_records(request), limits, "log records", "lower OTEL_BLRP_MAX_EXPORT_BATCH_SIZE")
     rows = _Rows(EVENT_ARROW_SCHEMA, ("ResourceAttributes", "LogAttributes"))
     for resource_logs in request.resource_logs:
         resource, service, resource_digest = _resource(resource_logs.resource, limits)
@@ -287,12 +288,7 @@ def _point_values(kind: str, point: Any) -> tuple[Any, ...]:
 def metrics_to_batch(
     request: ExportMetricsServiceRequest, project: str, received_ns: int, limits: Limits
 ) -> DecodedBatch:
-    points = count_data_points(request)
-    if points > limits.max_spans:
-        raise TooManySpans(
-            f"{points} data points in one request; the limit is {limits.max_spans}: "
-            "export more often or with fewer attributes"
-        )
+    _refuse_over(count_data_points(request), limits, "data points", "export more often or with fewer attributes")
     rows = _Rows(METRIC_POINT_ARROW_SCHEMA, ("ResourceAttributes", "Attributes"))
     for resource_metrics in request.resource_metrics:
         resource, service, resource_digest = _resource(resource_metrics.resource, limits)

@@ -51,7 +51,7 @@ EXPORTER_COLUMNS: tuple[Column, ...] = (
 # Derived columns: filled by agentlat.collector.normalise.derive(), keyed by these names.
 # Nullable numbers mean "not reported"; 0 is a real measurement.
 DERIVED_COLUMNS: tuple[Column, ...] = (
-    Column("Role", pa.string()),  # model | tool | agent | other
+    Column("Role", pa.string()),  # model | tool | agent | other | stream
     Column("Dialect", pa.string()),  # genai | openinference | openllmetry | langfuse | ...
     Column("Operation", pa.string()),
     Column("Provider", pa.string()),
