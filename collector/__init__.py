@@ -1,4 +1,4 @@
-"""agentlat.collector: OTLP receivers, normalisation, write-ahead log, batching and the query API.
+"""agentlat.collector: OTLP decoding, normalisation, write-ahead log, batching, trace analysis and the advisor.
 
-Imports the SDK vocabulary and the store; never alerts or dashboard (the CLI composes them).
+Imports the SDK vocabulary and the store; never alerts, dashboard or the entry points (server, cli).
 """

@@ -22,10 +22,10 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from agentlat.api.windows import iso
 from agentlat.collector.normalise import NO_EVENTS, EventTimes, derive
 from agentlat.errors import AgentlatError
 from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
-from agentlat.store.timerange import iso
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 STATUS_CODES = ("Unset", "Ok", "Error")

@@ -128,7 +128,7 @@ def _file_budgets(kwargs: Mapping[str, Any], rootpath: Path) -> list[Budget]:
     if route is not None and agent is not None:
         raise ValueError(f"{MARKER}: pass route= or agent=, not both")
     try:
-        from agentlat.alerts.budgets import load_budgets
+        from agentlat.budgets.model import load_budgets
     except ImportError as exc:
         raise ValueError(f"reading a budgets file needs PyYAML ({exc}); pip install 'agentlat[server]'") from None
     budgets = load_budgets(rootpath / Path(path))

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from agentlat.api.windows import ACCEPTED_TIMES, TimeRangeError, iso, parse_duration, time_range, trailing
 from agentlat.store import advice, analysis, queries, signals
 from agentlat.store.alerts import AlertTables
 from agentlat.store.backends import (
@@ -43,7 +44,6 @@ from agentlat.store.schema import (
     SPAN_ARROW_SCHEMA,
     at_stored_resolution,
 )
-from agentlat.store.timerange import ACCEPTED_TIMES, TimeRangeError, iso, parse_duration, time_range, trailing
 
 __all__ = [
     "ACCEPTED_TIMES",

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from google.rpc import code_pb2, status_pb2
 
-from agentlat.collector.auth import RateLimiter
+from agentlat.server.auth import RateLimiter
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import AGENTLAT, ServerProcess, wait_for
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlat.alerts.budgets import AGENT_TYPES, load_budgets
+from agentlat.budgets.model import AGENT_TYPES, load_budgets
 from tests.budget_data import BREACHING, CHAT_E2E, CHAT_ITL, CHAT_TTFT, INSUFFICIENT, PASSING, ingest_known_spans, pct
 from tests.servers import AGENTLAT, ServerProcess
 

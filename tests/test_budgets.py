@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlat.alerts import budget_format
-from agentlat.alerts.budget_templates import template
-from agentlat.alerts.budgets import (
+from agentlat.budgets import report as budget_format
+from agentlat.budgets.model import (
     AGENT_TYPES,
     METRICS,
     TOP_LEVEL_KEYS,
@@ -24,7 +23,8 @@ from agentlat.alerts.budgets import (
     load_budgets,
     parse_budgets,
 )
-from agentlat.alerts.cli import AgentKind
+from agentlat.budgets.templates import template
+from agentlat.cli.budget import AgentKind
 from agentlat.store import METRICS as API_METRICS
 from agentlat.store import ROLLUP_METRICS
 
@@ -223,7 +223,7 @@ def test_the_cli_offers_every_agent_type() -> None:
 
 
 def test_the_budget_cli_module_imports_neither_yaml_nor_httpx() -> None:
-    code = "import sys, agentlat.alerts.cli; print(sorted(m for m in ('yaml', 'httpx') if m in sys.modules))"
+    code = "import sys, agentlat.cli.budget; print(sorted(m for m in ('yaml', 'httpx') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

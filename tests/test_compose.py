@@ -4,7 +4,7 @@ No Docker engine runs where these tests do, so the files are checked by their st
 images and builds, commands, health checks (the collector's probe is also run against a
 real collector), environment, dependencies, restart policies and published ports. Every
 variable the compose file reads is documented in docs/operations.md, and every AGENTLAT_*
-variable is one the server reads (collector/config.py) or a documented client variable.
+variable is one the server reads (server/config.py) or a documented client variable.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agentlat.collector import config
-from agentlat.collector.auth import bootstrap_admin_record, hash_secret, new_key
+from agentlat.server import config
+from agentlat.server.auth import bootstrap_admin_record, hash_secret, new_key
 from agentlat.store import ApiKeyRecord
 from tests.servers import AGENTLAT, ServerProcess, free_port
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import figures, fmt
 from agentlat.dashboard.budgets import LEVEL_COLOURS, NEUTRAL, BudgetBook, colour, level, parse_verdicts
-from agentlat.dashboard.cli import streamlit_command
 from agentlat.dashboard.page_budgets import records
 from agentlat.dashboard.page_routes import cell_styles, table
 from agentlat.dashboard.page_traces import what_if

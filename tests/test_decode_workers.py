@@ -15,10 +15,10 @@ import pytest
 from google.rpc import code_pb2
 from google.rpc.status_pb2 import Status
 
-from agentlat.collector.config import Settings
 from agentlat.collector.ingest import DECODE_CONCURRENCY, Ingestor, default_decode_workers
 from agentlat.collector.otlp import DecodedBatch, Limits, OtlpDecodeError, TooManySpans
 from agentlat.errors import ConfigError
+from agentlat.server.config import Settings
 from tests.otlp_payloads import SpanSpec, new_trace_id, otlp_json, otlp_protobuf
 from tests.servers import ServerProcess, spawned_workers, wait_for
 

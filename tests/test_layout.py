@@ -11,6 +11,8 @@ import agentlat
 from tests.servers import AGENTLAT
 
 SERVER_MODULES = ("chdb", "clickhouse_connect", "fastapi", "streamlit", "polars", "pyarrow", "uvicorn")
+ROOM_NAMES = ("collector", "store", "alerts", "dashboard", "budgets", "api", "server", "cli")
+ROOMS = tuple(f"agentlat.{room}" for room in ROOM_NAMES)
 OTLP_EXPORTER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
 
 
@@ -73,7 +75,7 @@ def test_every_public_error_is_an_agentlat_error() -> None:
     from agentlat.errors import AgentlatError
 
     outside = []
-    for package in ("agentlat.collector", "agentlat.store", "agentlat.alerts", "agentlat.dashboard"):
+    for package in ROOMS:
         for info in pkgutil.iter_modules(importlib.import_module(package).__path__, f"{package}."):
             if info.name.rsplit(".", 1)[1].startswith("page_"):  # Streamlit pages run on import
                 continue

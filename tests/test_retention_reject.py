@@ -28,8 +28,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from agentlat.api.windows import iso
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
-from agentlat.store.timerange import iso
 from tests.otlp_payloads import SpanSpec, new_trace_id, otlp_json, otlp_protobuf
 from tests.servers import ServerProcess, free_port, wait_for
 

@@ -27,8 +27,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from prometheus_client import CollectorRegistry, Counter
 from starlette.requests import ClientDisconnect
 
-from agentlat.collector.grpc_receiver import TraceService
-from agentlat.collector.http_limits import HttpLimits, _guarded
+from agentlat.server.http_limits import HttpLimits, _guarded
+from agentlat.server.otlp_grpc import TraceService
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import AGENTLAT, ServerProcess, free_port, wait_for
 

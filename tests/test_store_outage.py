@@ -29,7 +29,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from agentlat.collector.receiver import DECODE_CONCURRENCY
+from agentlat.server.otlp_http import DECODE_CONCURRENCY
 from tests.clickhouse_shim import ClickHouseShim
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess, free_port, wait_for

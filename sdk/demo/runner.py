@@ -82,7 +82,7 @@ def background_demo(api_url: str, rate: float, log_path: Path) -> Iterator[None]
             return
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
-            command = [sys.executable, "-m", "agentlat.collector.cli", "demo", "--endpoint", api_url,
+            command = [sys.executable, "-m", "agentlat.cli.main", "demo", "--endpoint", api_url,
                        "--rate", str(rate), "--duration", "0"]  # fmt: skip
             holder.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
 

@@ -8,10 +8,10 @@ from typing import Any
 import uvicorn
 from rich.console import Console
 
-from agentlat.collector.app import create_app
-from agentlat.collector.config import Settings
-from agentlat.collector.http_limits import HttpLimits
 from agentlat.errors import ConfigError
+from agentlat.server.app import create_app
+from agentlat.server.config import Settings
+from agentlat.server.http_limits import HttpLimits
 
 
 def run_server(

@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from agentlat import __version__
-from agentlat.alerts.alert_cli import alerts_app
-from agentlat.alerts.cli import budget_app
-from agentlat.collector.keys_cli import keys_app
-from agentlat.collector.migrate_cli import migrate
-from agentlat.dashboard.cli import dashboard
+from agentlat.cli.alerts import alerts_app
+from agentlat.cli.budget import budget_app
+from agentlat.cli.dashboard import dashboard
+from agentlat.cli.keys import keys_app
+from agentlat.cli.migrate import migrate
 from agentlat.errors import AgentlatError
 
 console = Console(stderr=True)
@@ -89,7 +89,7 @@ def serve(
     log_level: LogOpt = "info",
 ) -> None:
     """Run the collector: OTLP/HTTP on /v1/traces, /v1/logs and /v1/metrics, and the query API on /api/v1."""
-    from agentlat.collector.server import run_server
+    from agentlat.server.serve import run_server
 
     setup_logging(log_level)
     run_or_exit(
@@ -121,10 +121,10 @@ def up(
     log_level: LogOpt = "info",
 ) -> None:
     """Bring up the whole product on the embedded store (collector, dashboard, demo traffic) and print where to look."""
-    from agentlat.collector.config import Settings
-    from agentlat.collector.server import run_server
-    from agentlat.dashboard.cli import beside
+    from agentlat.cli.dashboard import beside
     from agentlat.demo.runner import background_demo
+    from agentlat.server.config import Settings
+    from agentlat.server.serve import run_server
 
     def serve_with_dashboard() -> None:
         settings = Settings.from_env(port=port, data_dir=data)
@@ -152,7 +152,7 @@ def advise(
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
 ) -> None:
     """Which latency lever each route should pull, ranked by expected saving."""
-    from agentlat.collector.client import ApiClient
+    from agentlat.api.client import ApiClient
 
     run_or_exit(lambda: _print_advice(ApiClient(api).get("/api/v1/advice", window=window, route=route), as_json))
 

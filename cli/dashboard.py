@@ -11,12 +11,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-APP = Path(__file__).with_name("app.py")
+APP = Path(str(resources.files("agentlat.dashboard") / "app.py"))
 DEFAULT_PORT = 8501
 THEME = {
     "base": "light",

@@ -81,7 +81,7 @@ def run(
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Evaluate the rules and send notifications, beside collectors that write to a ClickHouse server."""
-    from agentlat.collector.cli import setup_logging
+    from agentlat.cli.main import setup_logging
     from agentlat.errors import AgentlatError
 
     if not clickhouse:
@@ -137,7 +137,7 @@ def test(
 
 def _replay_api(rules: Path, window: str, api: str) -> dict[str, Any]:
     from agentlat.alerts.rules_file import load_rules
-    from agentlat.collector.client import ApiClient
+    from agentlat.api.client import ApiClient
 
     load_rules(rules)  # report file mistakes here, with the local path
     text = rules.read_text(encoding="utf-8")

@@ -20,17 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from agentlat import __version__
-from agentlat.alerts import alert_api
-from agentlat.alerts import api as budgets_api
 from agentlat.alerts.service import AlertService
-from agentlat.collector import api, keys_api, receiver
 from agentlat.collector.admission import AdmissionGate
-from agentlat.collector.api_guard import ApiGuard, known_caller
 from agentlat.collector.assembler import TraceAssembler
-from agentlat.collector.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
-from agentlat.collector.config import Settings
 from agentlat.collector.diskspace import DiskGuard
-from agentlat.collector.grpc_receiver import start_grpc_server
 from agentlat.collector.ingest import Ingestor, default_decode_workers
 from agentlat.collector.metrics import CONTENT_TYPE, CollectorMetrics
 from agentlat.collector.otlp import Limits
@@ -38,6 +31,14 @@ from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.rollups import RollupScheduler, minutes_of
 from agentlat.collector.wal import WriteAheadLog
 from agentlat.errors import ConfigError
+from agentlat.server import alerts_api as alert_api
+from agentlat.server import budgets_api, keys_api
+from agentlat.server import otlp_http as receiver
+from agentlat.server import query_api as api
+from agentlat.server.api_guard import ApiGuard, known_caller
+from agentlat.server.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
+from agentlat.server.config import Settings
+from agentlat.server.otlp_grpc import start_grpc_server
 from agentlat.store import Store, StoreError, StoreUnavailable, TimeRangeError, open_store
 
 log = logging.getLogger("agentlat.collector")

@@ -34,13 +34,13 @@ def create(
     clickhouse: ClickHouseOpt = None,
 ) -> None:
     """Create a key and print it once; only its hash is kept."""
-    from agentlat.collector.cli import run_or_exit
+    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         if api:
             created = _client(api).post("/api/v1/keys", {"project": project, "admin": admin, "name": name})
         else:
-            from agentlat.collector.auth import new_key
+            from agentlat.server.auth import new_key
 
             try:
                 key, record = new_key(project, admin=admin, name=name)
@@ -61,7 +61,7 @@ def create(
 @keys_app.command("list")
 def listing(api: ApiOpt = None, data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
     """List active keys (ids and projects, never secrets)."""
-    from agentlat.collector.cli import run_or_exit
+    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         if api:
@@ -86,7 +86,7 @@ def revoke(
     clickhouse: ClickHouseOpt = None,
 ) -> None:
     """Revoke a key: it stops working within 30 s on every collector."""
-    from agentlat.collector.cli import run_or_exit
+    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         if api:
@@ -108,11 +108,11 @@ BOOTSTRAP_ENV = "AGENTLAT_BOOTSTRAP_ADMIN_KEY"
 @keys_app.command("bootstrap")
 def bootstrap(data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
     """Make the admin key in AGENTLAT_BOOTSTRAP_ADMIN_KEY valid unless it already is (deployments, idempotent)."""
-    from agentlat.collector.cli import run_or_exit
+    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
-        from agentlat.collector.auth import bootstrap_admin_record
         from agentlat.errors import ConfigError
+        from agentlat.server.auth import bootstrap_admin_record
 
         key = os.environ.get(BOOTSTRAP_ENV, "").strip()
         if not key:
@@ -135,7 +135,7 @@ def bootstrap(data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
 
 
 def _client(api: str) -> Any:
-    from agentlat.collector.client import ApiClient
+    from agentlat.api.client import ApiClient
 
     return ApiClient(api)
 
@@ -147,7 +147,7 @@ class _store:
         self.data, self.clickhouse = data, clickhouse
 
     def __enter__(self) -> Any:
-        from agentlat.collector.config import Settings
+        from agentlat.server.config import Settings
         from agentlat.store import open_store
 
         settings = Settings.from_env(data_dir=self.data, clickhouse_url=self.clickhouse)

@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from agentlat.alerts.budgets import Budgets, Measurements, Report
-    from agentlat.collector.client import ApiClient
+    from agentlat.api.client import ApiClient
+    from agentlat.budgets.model import Budgets, Measurements, Report
 
 err = Console(stderr=True)
 budget_app = typer.Typer(
@@ -30,7 +30,7 @@ budget_app = typer.Typer(
 
 
 class AgentKind(StrEnum):
-    """Agent types with a starter file (the keys of ``agentlat.alerts.budgets.AGENT_TYPES``)."""
+    """Agent types with a starter file (the keys of ``agentlat.budgets.model.AGENT_TYPES``)."""
 
     chat = "chat"
     reasoning = "reasoning"
@@ -60,7 +60,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented starter budgets file for an agent type."""
-    from agentlat.alerts.budget_templates import template
+    from agentlat.budgets.templates import template
 
     if path.exists() and not force:
         _fail(f"{path} exists; pass --force to overwrite it or choose another path")
@@ -90,9 +90,9 @@ def check(
     ] = False,
 ) -> None:
     """Compare live p50/p95/p99 with the budgets; exit 1 on a breach, 3 on too few samples."""
-    from agentlat.alerts.budget_format import render_table
-    from agentlat.alerts.budgets import evaluate, exit_code, load_budgets
-    from agentlat.collector.client import ApiClient
+    from agentlat.api.client import ApiClient
+    from agentlat.budgets.model import evaluate, exit_code, load_budgets
+    from agentlat.budgets.report import render_table
     from agentlat.errors import AgentlatError
 
     try:
@@ -114,7 +114,7 @@ def fetch(client: ApiClient, budgets: Budgets, window: str) -> tuple[Measurement
 
     The first answer fixes the window's start and end, so later requests read the same span.
     """
-    from agentlat.alerts.budgets import Stats
+    from agentlat.budgets.model import Stats
 
     measured: dict[tuple[str, str], dict[str, Stats]] = {}
     span: dict[str, str] = {"length": window}
@@ -129,7 +129,7 @@ def fetch(client: ApiClient, budgets: Budgets, window: str) -> tuple[Measurement
 
 
 def _render(output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str]) -> str:
-    from agentlat.alerts import budget_format
+    from agentlat.budgets import report as budget_format
 
     renderer = {
         OutputFormat.json: budget_format.render_json,
@@ -140,7 +140,7 @@ def _render(output_format: OutputFormat, budgets: Budgets, report: Report, span:
 
 
 def _emit(output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str]) -> None:
-    from agentlat.alerts.budget_format import render_table
+    from agentlat.budgets.report import render_table
 
     if output_format is OutputFormat.table:
         render_table(budgets, report, span)
@@ -149,7 +149,7 @@ def _emit(output_format: OutputFormat, budgets: Budgets, report: Report, span: d
 
 
 def _write(path: Path, output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str]) -> None:
-    from agentlat.alerts.budget_format import render_table
+    from agentlat.budgets.report import render_table
 
     try:
         with path.open("w", encoding="utf-8") as out:

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import IO
 
-from agentlat.alerts.budgets import METRIC_LABELS, Budgets, Report, Verdict, report_dict
+from agentlat.budgets.model import METRIC_LABELS, Budgets, Report, Verdict, report_dict
 
 FORMATS = ("table", "json", "junit", "markdown")
 _SEVERITY = {"breach": 0, "insufficient": 1, "pass": 2}

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from agentlat.collector.config import Settings
+    from agentlat.server.config import Settings
 
 ClusterOpt = Annotated[
     str | None,
@@ -45,11 +45,11 @@ def migrate(
     print_only: PrintOpt = False,
 ) -> None:
     """Create or upgrade the store's schema; idempotent. Required on a cluster before collectors start."""
-    from agentlat.collector.cli import run_or_exit
+    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
-        from agentlat.collector.config import Settings
         from agentlat.errors import ConfigError
+        from agentlat.server.config import Settings
 
         settings = Settings.from_env(data_dir=data, clickhouse_url=clickhouse)
         url = settings.clickhouse_url

@@ -26,11 +26,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from agentlat.collector.admission import AdmissionGate, Overloaded
-from agentlat.collector.auth import AuthError
 from agentlat.collector.ingest import DECODE_CONCURRENCY, SIGNALS, DecoderUnavailable, Ingestor, LogUnavailable, Signal
 from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
 from agentlat.collector.pipeline import Backpressure
 from agentlat.errors import AgentlatError
+from agentlat.server.auth import AuthError
 
 log = logging.getLogger("agentlat.collector")
 

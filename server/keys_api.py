@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from agentlat.collector.auth import Authenticator, Caller, new_key
+from agentlat.server.auth import Authenticator, Caller, new_key
 
 
 class NewKey(BaseModel):

@@ -18,9 +18,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from agentlat.alerts.budgets import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
-from agentlat.alerts.yamlfile import WatchedFile
+from agentlat.budgets.model import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
 from agentlat.store import SpanFilter, Store, iso, parse_duration, trailing
+from agentlat.yamlfile import WatchedFile
 
 NOT_CONFIGURED = (
     "no budgets file is configured: start the server with `agentlat serve --budgets budgets.yaml` "

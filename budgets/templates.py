@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from agentlat.alerts.budgets import AGENT_TYPES, DEFAULT_MIN_SAMPLES, METRIC_LABELS
+from agentlat.budgets.model import AGENT_TYPES, DEFAULT_MIN_SAMPLES, METRIC_LABELS
 
 
 @dataclass(frozen=True, slots=True)

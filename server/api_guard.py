@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentlat.collector.auth import Caller
+from agentlat.server.auth import Caller
 
 PREFIX = "/api/"
 _CALLER = "agentlat_caller"
