@@ -27,11 +27,13 @@ from agentlat.alerts.conditions import Interval, Observation
 from agentlat.alerts.engine import Alert, Changes, Engine, Group, Notification, Transition
 from agentlat.alerts.rules import AlertConfig, Rule
 from agentlat.alerts.source import MetricSource, RuleData, observations
+from agentlat.api.windows import parse_duration
 from agentlat.store import Store, StoreError
 
 log = logging.getLogger("agentlat.alerts")
 
 MAX_REPLAY_STEPS = 2880
+MAX_REPLAY_SECONDS = 30 * 86400  # how far back a replay may look
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +190,13 @@ class Replay:
     projects: tuple[str, ...]
     transitions: tuple[Transition, ...]
     notifications: tuple[Notification, ...]
+
+
+def replay_seconds(window: str, name: str = "window") -> int:
+    """Seconds of a replay's trailing ``window``, in the query API's grammar (``15m``, ``24h``,
+    ``7d``) and at most ``MAX_REPLAY_SECONDS``; anything else raises ``TimeRangeError`` (an
+    ``AgentlatError``) naming ``name`` and what is accepted."""
+    return parse_duration(window, name, most=MAX_REPLAY_SECONDS, example="6h, 24h, 7d")
 
 
 def replay_step(config: AlertConfig, seconds: int) -> int:

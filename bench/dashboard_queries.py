@@ -19,8 +19,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from agentlat.api.client import ApiClient, ApiError, Call
 from agentlat.dashboard import page_advisor, page_budgets, page_overview, page_routes, page_traces
-from agentlat.dashboard.query import Api, ApiError, Call
 from agentlat.dashboard.state import Scope
 from agentlat.dashboard.ui import sidebar_call
 
@@ -28,20 +28,20 @@ TARGET_MS = 300.0
 Batches = list[dict[str, Call]]
 
 
-def overview(scope: Scope, api: Api) -> Batches:
+def overview(scope: Scope, api: ApiClient) -> Batches:
     calls = page_overview.calls(scope, int(time.time()))
     series = calls.pop("series")
     return [calls, {"series": series}]
 
 
-def traces(scope: Scope, api: Api) -> Batches:
+def traces(scope: Scope, api: ApiClient) -> Batches:
     listed = page_traces.calls(scope)
-    found = api.get(listed["list"])["traces"]
+    found = api.call(listed["list"])["traces"]
     detail = page_traces.calls(scope, trace_id=found[0]["trace_id"])["trace"] if found else None
     return [listed, *([{"trace": detail}] if detail else [])]
 
 
-PAGES: dict[str, Callable[[Scope, Api], Batches]] = {
+PAGES: dict[str, Callable[[Scope, ApiClient], Batches]] = {
     "overview": overview,
     "routes (route)": lambda scope, api: [page_routes.calls(scope, "route")],
     "routes (model)": lambda scope, api: [page_routes.calls(scope, "model")],
@@ -58,7 +58,7 @@ def timed(action: Callable[[], object]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def page_ms(api: Api, batches: Batches) -> float:
+def page_ms(api: ApiClient, batches: Batches) -> float:
     """One page load: every batch at once, one batch after another; API errors (a 404 for an
     unconfigured budgets file) count as answers, an unreachable server stops the run."""
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--route", default="", help="only this route")
     parser.add_argument("--rounds", type=int, default=20, help="page loads to time per page")
     args = parser.parse_args(argv)
-    api, scope = Api(args.api, timeout=120), Scope(args.window, args.service, args.route)
+    api, scope = ApiClient(args.api, timeout=120), Scope(args.window, args.service, args.route)
     print(f"{args.api}, window {args.window}, {args.rounds} rounds; target {TARGET_MS:.0f} ms per page\n")
     print(f"{'page':<16} {'p50 ms':>8} {'max ms':>8}  verdict     calls (p50 ms each, one at a time)")
     missed = 0

@@ -12,9 +12,9 @@ says too little to pass or fail.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentlat.errors import ConfigError
 from agentlat.yamlfile import LATENCY_EXPECTED, FieldParser, Marked, latency_ms, load_yaml, read_file
@@ -28,6 +28,10 @@ STATUSES = ("pass", "breach", "insufficient")
 EXIT_PASS, EXIT_BREACH, EXIT_INSUFFICIENT = 0, 1, 3  # the CLI exits 2 on usage and file errors
 
 TOP_LEVEL_KEYS = ("version", "type", "service", "min_samples", "default", "routes", "agents")
+SECTIONS = {"route": "routes", "agent": "agents"}  # where a file lists each dimension's own budgets
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +105,7 @@ class Budgets:
         if own is None and dimension == "agent":
             listed = ", ".join(t.name for t in self.agents) or "none"
             raise BudgetError(f"{self.path}: no budgets for agent {name!r} (agents listed: {listed})")
-        merged: dict[tuple[str, str], Threshold | None] = dict(self.default) if dimension == "route" else {}
-        merged.update(own or {})
-        return self.ordered(t for t in merged.values() if t is not None)
+        return self.ordered(applicable(dimension, self.default, own).values())
 
     def queries(self) -> list[tuple[str, str]]:
         """The (dimension, metric) pairs whose percentiles an evaluation needs."""
@@ -131,6 +133,51 @@ class Budgets:
     def ordered(self, thresholds: Iterable[Threshold]) -> tuple[Threshold, ...]:
         order = {m: i for i, m in enumerate(self.metric_order)}
         return tuple(sorted(thresholds, key=lambda t: (order[t.metric], PERCENTILES.index(t.percentile))))
+
+
+# --- the look-up rule (pure; also over the plain data of /api/v1/budgets) ------------
+
+
+def applicable(dimension: str, default: Mapping[K, V], own: Mapping[K, V | None] | None) -> dict[K, V]:
+    """The one rule for which budgets a route or agent must meet, keyed as the caller keys them.
+
+    A route meets its own budgets over the file's default, where an own ``None`` drops that
+    default (``own`` is None for a route the file does not list, or for all routes at once);
+    an agent meets only its own.
+    """
+    merged: dict[K, V | None] = dict(default) if dimension == "route" else {}
+    merged.update(own or {})
+    return {key: value for key, value in merged.items() if value is not None}
+
+
+def covers(file_service: str | None, service: str) -> bool:
+    """Whether a file's budgets apply to ``service`` (``""``: all services at once). A file that
+    names a service is judged on that service's data only, so it budgets no other."""
+    return not (file_service and service and service != file_service)
+
+
+def over_budget(actual_ms: float, budget_ms: float) -> bool:
+    """A breach: over the budget (at or under it passes)."""
+    return actual_ms > budget_ms
+
+
+def budget_for(
+    report: Mapping[str, Any], dimension: str, name: str, metric: str, percentile: str, service: str = ""
+) -> float | None:
+    """``applicable`` over the plain data of ``report_dict`` (what ``/api/v1/budgets`` answers): the
+    budget in ms of ``metric`` at ``percentile`` for route or agent ``name`` (``""``: none in
+    particular, so the default) of ``service``, or None when nothing applies."""
+    if not covers(report.get("service"), service):
+        return None
+    thresholds = report.get("thresholds") or {}
+    own = (thresholds.get(SECTIONS[dimension]) or {}).get(name) if name else None
+    found = applicable(dimension, _keyed(thresholds.get("default")), None if own is None else _keyed(own))
+    return found.get((metric, percentile))
+
+
+def _keyed(plain: Mapping[str, Mapping[str, float | None]] | None) -> dict[tuple[str, str], float | None]:
+    """``{metric: {percentile: ms}}`` (``Budgets.raw_thresholds``) keyed ``(metric, percentile)`` as ``Budgets`` is."""
+    return {(metric, pct): ms for metric, pcts in (plain or {}).items() for pct, ms in (pcts or {}).items()}
 
 
 # --- loading and validation -----------------------------------------------------------
@@ -275,19 +322,12 @@ class Verdict:
     line: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "dimension": self.dimension,
-            "name": self.name,
-            "source": self.source,
-            "metric": self.metric,
-            "percentile": self.percentile,
-            "budget_ms": self.budget_ms,
-            "actual_ms": self.actual_ms,
-            "count": self.count,
-            "min_samples": self.min_samples,
-            "status": self.status,
-            "line": self.line,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> Verdict:
+        """The verdict ``as_dict`` wrote (a row of ``results`` in ``/api/v1/budgets``)."""
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +353,7 @@ def judge(threshold: Threshold, stats: Stats | None, min_samples: int) -> tuple[
     actual = stats.value(threshold.percentile) if stats and count else None
     if actual is None or count < min_samples:
         return "insufficient", actual, count
-    return ("breach" if actual > threshold.budget_ms else "pass"), actual, count
+    return ("breach" if over_budget(actual, threshold.budget_ms) else "pass"), actual, count
 
 
 def evaluate(budgets: Budgets, measured: Measurements) -> Report:

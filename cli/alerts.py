@@ -14,12 +14,13 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-err = Console(stderr=True)
+from agentlat.api.client import DEFAULT_API, ENV_API
+from agentlat.cli.common import console, fail, setup_logging
+
 alerts_app = typer.Typer(
     help="Alert rules on p50/p95/p99, p99 drift and SLO burn rates, sent to Slack (docs/alerts.md).",
     no_args_is_help=True,
@@ -53,9 +54,9 @@ def check(rules: RulesArg) -> None:
         config = load_rules(rules)
     except AlertRulesError as exc:
         for problem in exc.problems:
-            err.print(f"[bold red]error:[/] {problem}", highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/] {problem}", highlight=False, soft_wrap=True)
         count = len(exc.problems)
-        err.print(f"{rules}: {count} problem{'s' if count != 1 else ''}; see docs/alerts.md", highlight=False)
+        console.print(f"{rules}: {count} problem{'s' if count != 1 else ''}; see docs/alerts.md", highlight=False)
         raise typer.Exit(1) from None
     typer.echo(f"{rules}: {len(config.rules)} alert rules are valid (evaluated every "
                f"{format_seconds(config.evaluation_interval)})")  # fmt: skip
@@ -81,16 +82,15 @@ def run(
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Evaluate the rules and send notifications, beside collectors that write to a ClickHouse server."""
-    from agentlat.cli.main import setup_logging
     from agentlat.errors import AgentlatError
 
     if not clickhouse:
-        _fail(STANDALONE_NEEDS_SERVER)
+        fail(STANDALONE_NEEDS_SERVER)
     setup_logging(log_level)
     try:
         _run_standalone(rules, clickhouse, project or None)
     except AgentlatError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _run_standalone(rules: Path, clickhouse: str, projects: list[str] | None) -> None:
@@ -103,7 +103,7 @@ def _run_standalone(rules: Path, clickhouse: str, projects: list[str] | None) ->
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     service.start()
-    err.print(f"agentlat alerts: evaluating {rules} on {store.description}; Ctrl-C stops", highlight=False)
+    console.print(f"agentlat alerts: evaluating {rules} on {store.description}; Ctrl-C stops", highlight=False)
     stop.wait()
     service.stop()
     store.close()
@@ -114,8 +114,8 @@ def test(
     rules: RulesArg,
     window: Annotated[str, typer.Option("--window", help="How far back to replay, e.g. 6h, 24h, 7d.")] = "24h",
     api: Annotated[
-        str, typer.Option("--api", help="Server whose data to replay (env AGENTLAT_API).", envvar="AGENTLAT_API")
-    ] = "http://127.0.0.1:4318",
+        str, typer.Option("--api", help=f"Server whose data to replay (env {ENV_API}).", envvar=ENV_API)
+    ] = DEFAULT_API,
     clickhouse: Annotated[
         str | None, typer.Option("--clickhouse", help="Read a ClickHouse server directly instead of --api.")
     ] = None,
@@ -128,7 +128,7 @@ def test(
     try:
         document = _replay_direct(rules, window, clickhouse, project) if clickhouse else _replay_api(rules, window, api)
     except AgentlatError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         typer.echo(json.dumps(document, indent=2))
     else:
@@ -148,17 +148,14 @@ def _replay_api(rules: Path, window: str, api: str) -> dict[str, Any]:
 def _replay_direct(rules: Path, window: str, clickhouse: str, project: str | None) -> dict[str, Any]:
     import time
 
-    from agentlat.alerts.evaluator import replay
+    from agentlat.alerts.evaluator import replay, replay_seconds
     from agentlat.alerts.receivers import receiver_names
-    from agentlat.alerts.rules_file import interval_seconds, load_rules
+    from agentlat.alerts.rules_file import load_rules
     from agentlat.alerts.service import dashboard_url
     from agentlat.alerts.views import replay_document
-    from agentlat.errors import ConfigError
     from agentlat.store import open_store
 
-    seconds = interval_seconds(window)
-    if not seconds:
-        raise ConfigError(f"--window {window!r}: expected a duration such as 6h, 24h or 7d")
+    seconds = replay_seconds(window, "--window")
     config = load_rules(rules)
     store = open_store(clickhouse_url=clickhouse)
     try:
@@ -196,8 +193,3 @@ def _transition_line(t: dict[str, Any]) -> str:
     labels = ", ".join(f"{k}={v}" for k, v in t["labels"].items() if k not in ("alertname", "severity"))
     count = f" (n={t['count']:,})" if t["count"] else ""
     return f"{t['to']:<9} {t['alert']} ({t['severity']}) {{{labels}}}  {t['summary']}{count}"
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)

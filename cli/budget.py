@@ -1,7 +1,8 @@
 """``agentlat budget``: write a starter budgets file, and check live latency against one in CI.
 
-Module import pulls in typer and rich only; the budgets model (PyYAML) and the API client
-(httpx) load inside the commands, so ``agentlat --help`` stays fast.
+Module import pulls in typer and rich only; the budgets model (PyYAML) loads inside the
+commands, and the API client imports httpx only when a client is made, so ``agentlat --help``
+stays fast.
 
 Exit codes of ``check``: 0 every budget passes, 1 a budget is breached, 2 usage, file or
 connection error, 3 no breach but some percentile had too few samples (0 with
@@ -12,16 +13,16 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
+
+from agentlat.api.client import DEFAULT_API, ApiClient
+from agentlat.cli.common import ApiOpt, fail
 
 if TYPE_CHECKING:
-    from agentlat.api.client import ApiClient
     from agentlat.budgets.model import Budgets, Measurements, Report
 
-err = Console(stderr=True)
 budget_app = typer.Typer(
     help="Latency budgets as code: a YAML file of p50/p95/p99 budgets per route and agent, checked in CI.",
     no_args_is_help=True,
@@ -63,20 +64,18 @@ def init(
     from agentlat.budgets.templates import template
 
     if path.exists() and not force:
-        _fail(f"{path} exists; pass --force to overwrite it or choose another path")
+        fail(f"{path} exists; pass --force to overwrite it or choose another path")
     try:
         path.write_text(template(kind.value), encoding="utf-8")
     except OSError as exc:
-        _fail(f"cannot write {path}: {exc.strerror}")
+        fail(f"cannot write {path}: {exc.strerror}")
     typer.echo(f"wrote {path} ({kind.value}); tune the numbers, then: agentlat budget check {path}")
 
 
 @budget_app.command("check")
 def check(
     budgets_file: Annotated[Path, typer.Argument(metavar="BUDGETS", help="The budgets YAML file.")],
-    api: Annotated[
-        str, typer.Option("--api", help="agentlat server URL (env AGENTLAT_API).", envvar="AGENTLAT_API")
-    ] = "http://127.0.0.1:4318",
+    api: ApiOpt = DEFAULT_API,
     window: Annotated[str, typer.Option("--window", help="Trailing window of live data, e.g. 1h, 24h, 7d.")] = "1h",
     output_format: Annotated[OutputFormat, typer.Option("--format", help="How to print the results.")] = (
         OutputFormat.table
@@ -90,7 +89,6 @@ def check(
     ] = False,
 ) -> None:
     """Compare live p50/p95/p99 with the budgets; exit 1 on a breach, 3 on too few samples."""
-    from agentlat.api.client import ApiClient
     from agentlat.budgets.model import evaluate, exit_code, load_budgets
     from agentlat.budgets.report import render_table
     from agentlat.errors import AgentlatError
@@ -99,7 +97,7 @@ def check(
         budgets = load_budgets(budgets_file)
         measured, span = fetch(ApiClient(api), budgets, window)
     except AgentlatError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     report = evaluate(budgets, measured)
     if output is None:
         _emit(output_format, budgets, report, span)
@@ -158,9 +156,4 @@ def _write(path: Path, output_format: OutputFormat, budgets: Budgets, report: Re
             else:
                 out.write(_render(output_format, budgets, report, span))
     except OSError as exc:
-        _fail(f"cannot write {path}: {exc.strerror}")
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(2)
+        fail(f"cannot write {path}: {exc.strerror}")

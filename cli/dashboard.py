@@ -1,6 +1,6 @@
 """``agentlat dashboard``: serve the Streamlit dashboard (on 127.0.0.1 by default), reading the query API.
 
-Imports only typer at module import; Streamlit runs in its own process (``streamlit run``),
+Imports only typer and rich at module import; Streamlit runs in its own process (``streamlit run``),
 which gets the API URL through the environment (``AGENTLAT_API``).
 """
 
@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from agentlat.api.client import DEFAULT_API, ENV_API
+from agentlat.cli.common import ApiOpt
 
 APP = Path(str(resources.files("agentlat.dashboard") / "app.py"))
 DEFAULT_PORT = 8501
@@ -43,7 +46,7 @@ def streamlit_command(port: int, host: str = "127.0.0.1") -> list[str]:
 
 def start(api: str, port: int) -> subprocess.Popen[bytes]:
     """Start the dashboard in a child process (``agentlat up`` runs it beside the collector)."""
-    return subprocess.Popen(streamlit_command(port), env={**os.environ, "AGENTLAT_API": api})
+    return subprocess.Popen(streamlit_command(port), env={**os.environ, ENV_API: api})
 
 
 @contextmanager
@@ -62,9 +65,7 @@ def beside(port: int, api: str, console: Any) -> Iterator[None]:
 
 
 def dashboard(
-    api: Annotated[
-        str, typer.Option("--api", help="agentlat server URL (env AGENTLAT_API).", envvar="AGENTLAT_API")
-    ] = "http://127.0.0.1:4318",
+    api: ApiOpt = DEFAULT_API,
     port: Annotated[int, typer.Option("--port", help="Dashboard port.")] = DEFAULT_PORT,
     host: Annotated[
         str,
@@ -79,4 +80,4 @@ def dashboard(
     typer.echo(f"agentlat dashboard on http://{host}:{port}  (reading {api})")
     sys.stdout.flush()
     # Become Streamlit (no child to orphan): signals and the exit code are its own.
-    os.execve(sys.executable, streamlit_command(port, host), {**os.environ, "AGENTLAT_API": api})
+    os.execve(sys.executable, streamlit_command(port, host), {**os.environ, ENV_API: api})

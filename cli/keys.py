@@ -15,6 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from agentlat.cli.common import run_or_exit
+
 keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 
 ApiOpt = Annotated[
@@ -34,7 +36,6 @@ def create(
     clickhouse: ClickHouseOpt = None,
 ) -> None:
     """Create a key and print it once; only its hash is kept."""
-    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         if api:
@@ -61,7 +62,6 @@ def create(
 @keys_app.command("list")
 def listing(api: ApiOpt = None, data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
     """List active keys (ids and projects, never secrets)."""
-    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         if api:
@@ -86,7 +86,6 @@ def revoke(
     clickhouse: ClickHouseOpt = None,
 ) -> None:
     """Revoke a key: it stops working within 30 s on every collector."""
-    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         if api:
@@ -108,7 +107,6 @@ BOOTSTRAP_ENV = "AGENTLAT_BOOTSTRAP_ADMIN_KEY"
 @keys_app.command("bootstrap")
 def bootstrap(data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
     """Make the admin key in AGENTLAT_BOOTSTRAP_ADMIN_KEY valid unless it already is (deployments, idempotent)."""
-    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         from agentlat.errors import ConfigError

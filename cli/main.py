@@ -4,26 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 
 from agentlat import __version__
+from agentlat.api.client import DEFAULT_API, ApiClient
 from agentlat.cli.alerts import alerts_app
 from agentlat.cli.budget import budget_app
+from agentlat.cli.common import ApiOpt, console, run_or_exit, setup_logging
 from agentlat.cli.dashboard import dashboard
 from agentlat.cli.keys import keys_app
 from agentlat.cli.migrate import migrate
-from agentlat.errors import AgentlatError
 
-console = Console(stderr=True)
 app = typer.Typer(
     name="agentlat",
     help="Latency observability for LLM agents: TTFT, ITL and E2E split into model, tool and orchestration time.",
@@ -53,16 +50,6 @@ ClickHouseOpt = Annotated[
     ),
 ]
 LogOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")]
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(name)s: %(message)s",
-        handlers=[RichHandler(console=console, show_path=False, rich_tracebacks=False)],
-        force=True,
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call is noise here
 
 
 @app.command()
@@ -140,20 +127,17 @@ def up(
     run_or_exit(serve_with_dashboard)
 
 
-ApiOpt = Annotated[str, typer.Option("--api", help="agentlat server URL (env AGENTLAT_API).", envvar="AGENTLAT_API")]
 WindowOpt = Annotated[str, typer.Option("--window", help="Trailing window to read, e.g. 1h, 24h, 7d.")]
 
 
 @app.command()
 def advise(
-    api: ApiOpt = "http://127.0.0.1:4318",
+    api: ApiOpt = DEFAULT_API,
     window: WindowOpt = "24h",
     route: Annotated[str | None, typer.Option("--route", help="Only this route.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
 ) -> None:
     """Which latency lever each route should pull, ranked by expected saving."""
-    from agentlat.api.client import ApiClient
-
     run_or_exit(lambda: _print_advice(ApiClient(api).get("/api/v1/advice", window=window, route=route), as_json))
 
 
@@ -216,15 +200,6 @@ def demo(
 def version() -> None:
     """Print the agentlat version."""
     typer.echo(__version__)
-
-
-def run_or_exit(action: Callable[[], None]) -> None:
-    """Run a command's action; an agentlat error becomes a red message and exit status 2."""
-    try:
-        action()
-    except AgentlatError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
 
 
 app.add_typer(keys_app, name="keys")

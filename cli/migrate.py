@@ -14,6 +14,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import typer
 from rich.console import Console
 
+from agentlat.cli.common import run_or_exit
+
 if TYPE_CHECKING:
     from agentlat.server.config import Settings
 
@@ -45,7 +47,6 @@ def migrate(
     print_only: PrintOpt = False,
 ) -> None:
     """Create or upgrade the store's schema; idempotent. Required on a cluster before collectors start."""
-    from agentlat.cli.main import run_or_exit
 
     def action() -> None:
         from agentlat.errors import ConfigError
@@ -69,8 +70,7 @@ def migrate(
 
 
 def _migrate_one(settings: Settings) -> None:
-    from agentlat.store import open_store
-    from agentlat.store.migrations import MIGRATIONS
+    from agentlat.store import MIGRATIONS, open_store
 
     store = open_store(settings.data_dir, settings.clickhouse_url, settings.ttl_days)
     try:
@@ -83,7 +83,7 @@ def _migrate_one(settings: Settings) -> None:
 
 def _statements(ttl_days: int, cluster: str | None, url: str | None) -> list[str]:
     from agentlat.errors import ConfigError
-    from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, cluster_statements, with_ttl
+    from agentlat.store import LEDGER_DDL, MIGRATIONS, cluster_statements, with_ttl
 
     if not cluster:
         return [LEDGER_DDL, *(with_ttl(s, ttl_days) for m in MIGRATIONS for s in m.statements)]
@@ -95,9 +95,7 @@ def _statements(ttl_days: int, cluster: str | None, url: str | None) -> list[str
 
 def _migrate_cluster(url: str, cluster: str, ttl_days: int) -> None:
     from agentlat.errors import ConfigError
-    from agentlat.store import Store
-    from agentlat.store.backends import ClickHouseBackend
-    from agentlat.store.migrations import CLUSTER_SETTINGS
+    from agentlat.store import CLUSTER_SETTINGS, ClickHouseBackend, Store
 
     err = Console(stderr=True)
     store = Store(ClickHouseBackend(url), ttl_days=ttl_days)  # not open_store: it would migrate one node

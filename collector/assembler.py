@@ -29,8 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from agentlat.collector.analysis import SpanRecord, TraceAnalysis, analyse
-from agentlat.store import Store, StoreError
-from agentlat.store.analysis import TRACE_ROW_SCHEMA
+from agentlat.store import TRACE_ROW_SCHEMA, Store, StoreError
 
 log = logging.getLogger("agentlat.collector")
 

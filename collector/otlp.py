@@ -25,7 +25,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from agentlat.api.windows import iso
 from agentlat.collector.normalise import NO_EVENTS, EventTimes, derive
 from agentlat.errors import AgentlatError
-from agentlat.store.schema import DERIVED_NAMES, SPAN_ARROW_SCHEMA
+from agentlat.store import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 STATUS_CODES = ("Unset", "Ok", "Error")

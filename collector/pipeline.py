@@ -36,9 +36,17 @@ import pyarrow as pa
 from agentlat.collector.diskspace import DiskGuard
 from agentlat.collector.wal import Position, WriteAheadLog
 from agentlat.errors import AgentlatError
-from agentlat.store import Store, StoreError, StoreUnavailable
-from agentlat.store.backends import from_arrow_stream, to_arrow_stream
-from agentlat.store.schema import EVENTS_TABLE, METRIC_POINTS_TABLE, SPANS_TABLE, table_of
+from agentlat.store import (
+    EVENTS_TABLE,
+    METRIC_POINTS_TABLE,
+    SPANS_TABLE,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    from_arrow_stream,
+    table_of,
+    to_arrow_stream,
+)
 
 log = logging.getLogger("agentlat.collector")
 

@@ -1,5 +1,6 @@
 """Latency budgets as ``GET /api/v1/budgets`` reports them, and the colours they give
-latencies. Pure: no Streamlit, no I/O.
+latencies. Pure: no Streamlit, no I/O. Which budget applies, and what a breach is, are the
+budgets file's own rules (``agentlat.budgets.model``), not a copy of them.
 
 The server judges its budgets file over the window (``results``: one verdict per route or
 agent, metric and percentile) and returns the file's ``thresholds``. A latency shown for a
@@ -11,8 +12,9 @@ invents a threshold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any
+
+from agentlat.budgets.model import Verdict, budget_for, over_budget
 
 LEVEL_COLOURS = {"ok": "#2e7d32", "breach": "#c62828"}
 NEUTRAL = "#5f6368"
@@ -20,50 +22,28 @@ LEVEL_BADGE = {"ok": "green", "breach": "red"}
 STATUS_COLOURS = {"pass": LEVEL_COLOURS["ok"], "breach": LEVEL_COLOURS["breach"], "insufficient": NEUTRAL}
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """One budget judged over the window by the server."""
-
-    dimension: str  # route | agent
-    name: str
-    metric: str
-    percentile: str  # p50 | p95 | p99
-    budget_ms: float
-    actual_ms: float | None
-    count: int
-    min_samples: int
-    status: str  # pass | breach | insufficient
-    source: str  # where the file declared it: route, agent or default
-
-
 def parse_verdicts(body: dict[str, Any]) -> list[Verdict]:
-    names = [f.name for f in fields(Verdict)]
-    return [Verdict(**{name: row[name] for name in names}) for row in body.get("results", [])]
+    """The server's verdicts (``results``), one per route or agent, metric and percentile."""
+    return [Verdict.from_dict(row) for row in body.get("results", [])]
 
 
 class BudgetBook:
-    """The budgets file's thresholds, looked up by route, metric and percentile."""
+    """The budgets ``/api/v1/budgets`` reports, looked up by route, metric and percentile with the
+    budgets file's own rule (``agentlat.budgets.model.budget_for``)."""
 
     def __init__(self, body: dict[str, Any] | None = None) -> None:
-        body = body or {}
-        thresholds = body.get("thresholds") or {}
-        self.service: str | None = body.get("service")
-        self.default: dict[str, dict[str, float]] = thresholds.get("default") or {}
-        self.routes: dict[str, dict[str, dict[str, float | None]]] = thresholds.get("routes") or {}
-        self.verdicts = parse_verdicts(body)
+        self.body: dict[str, Any] = body or {}
+        self.service: str | None = self.body.get("service")
+        self.verdicts = parse_verdicts(self.body)
         self.configured = bool(body)
 
     def __bool__(self) -> bool:
         return self.configured
 
     def budget_ms(self, route: str, metric: str, percentile: str, service: str = "") -> float | None:
-        """The route's own budget (``None`` in the file drops the default), else the default."""
-        if self.service and service and service != self.service:
-            return None  # the file budgets another service
-        own = self.routes.get(route, {}).get(metric, {}) if route else {}
-        if percentile in own:
-            return own[percentile]
-        return self.default.get(metric, {}).get(percentile)
+        """The route's own budget (``None`` in the file drops the default), else the default;
+        None for a service the file does not budget."""
+        return budget_for(self.body, "route", route, metric, percentile, service)
 
     def level(self, value: float | None, route: str, metric: str, percentile: str, service: str = "") -> str | None:
         return level(value, self.budget_ms(route, metric, percentile, service))
@@ -73,7 +53,7 @@ def level(value: float | None, budget_ms: float | None) -> str | None:
     """ok at or under the budget, breach over it; None without a value or a budget."""
     if value is None or budget_ms is None:
         return None
-    return "breach" if value > budget_ms else "ok"
+    return "breach" if over_budget(value, budget_ms) else "ok"
 
 
 def colour(level_name: str | None) -> str:

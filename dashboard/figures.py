@@ -14,8 +14,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from agentlat.budgets.model import Verdict
 from agentlat.dashboard import fmt
-from agentlat.dashboard.budgets import STATUS_COLOURS, Verdict
+from agentlat.dashboard.budgets import STATUS_COLOURS
 
 COLOURS = {
     "model": "#1f77b4",

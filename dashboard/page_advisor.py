@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from agentlat.api.client import Call
 from agentlat.dashboard import figures, fmt, ui
-from agentlat.dashboard.query import Call
 from agentlat.dashboard.state import Scope, describe_window
 
 NO_FINDINGS = (

@@ -9,9 +9,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from agentlat.api.client import ApiError, Call
+from agentlat.budgets.model import Verdict
 from agentlat.dashboard import figures, fmt, ui
-from agentlat.dashboard.budgets import STATUS_COLOURS, Verdict, parse_verdicts
-from agentlat.dashboard.query import ApiError, Call
+from agentlat.dashboard.budgets import STATUS_COLOURS, parse_verdicts
 from agentlat.dashboard.state import Scope
 
 STATUS_TEXT = {"pass": "pass", "breach": "breach", "insufficient": "too few samples"}
@@ -108,7 +109,7 @@ ALERT_TABLES = (
 def _alerts(result: dict[str, Any] | ApiError) -> None:
     st.subheader("Alerts")
     if isinstance(result, ApiError) and result.status == 404:
-        how = "" if str(result) == "Not Found" else f"\n\nThe server says: {result}"
+        how = "" if result.message == "Not Found" else f"\n\nThe server says: {result.message}"
         st.info(NO_ALERTS + how, icon=":material/notifications_off:")
         return
     body = ui.require(result)

@@ -8,10 +8,10 @@ from typing import Any
 
 import streamlit as st
 
+from agentlat.api.client import ApiError, Call
 from agentlat.dashboard import figures, fmt, ui
 from agentlat.dashboard.budgets import BudgetBook
-from agentlat.dashboard.query import ApiError, Call
-from agentlat.dashboard.state import STEPS, Scope, previous_window, url_segment
+from agentlat.dashboard.state import Scope, previous_window, step, url_segment
 
 TILES = (
     ("e2e", "End-to-end (E2E)", "requests"),
@@ -34,7 +34,7 @@ def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
         out[f"before:{metric}"] = Call.of("/percentiles", metric=metric, start=start, end=end, **digests)
     out["split"] = Call.of("/breakdown", group_by="route", window=scope.window, **filters)
     out["budgets"] = Call.of("/budgets", window=scope.window)
-    out["series"] = Call.of("/timeseries", metric=series, step=STEPS[scope.window], window=scope.window, **filters)
+    out["series"] = Call.of("/timeseries", metric=series, step=step(scope.window), window=scope.window, **filters)
     return out
 
 

@@ -10,9 +10,9 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
+from agentlat.api.client import Call
 from agentlat.dashboard import fmt, ui
 from agentlat.dashboard.budgets import BudgetBook, colour
-from agentlat.dashboard.query import Call
 from agentlat.dashboard.state import Scope, url_segment, url_select
 
 DIMENSIONS = {"route": "Routes", "agent": "Agents", "model": "Models", "tool": "Tools"}

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from agentlat.api.client import ApiError, Call
 from agentlat.dashboard import figures, fmt, ui
-from agentlat.dashboard.query import ApiError, Call
 from agentlat.dashboard.state import Scope, url_segment, url_text
 
 SORTS = {"slowest": "Slowest", "recent": "Most recent"}

@@ -7,19 +7,20 @@ route sit in the sidebar on every page; the rest belong to one page.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from agentlat.api.windows import TimeRangeError, parse_duration
+
 WINDOWS = ("15m", "1h", "6h", "24h", "7d", "30d")
 DEFAULT_WINDOW = "1h"
-_SECONDS = {"m": 60, "h": 3600, "d": 86400}
 # Time-series step per window: about 60 to 180 points, whole minutes (the rollup grain).
 STEPS = {"15m": "1m", "1h": "1m", "6h": "5m", "24h": "15m", "7d": "1h", "30d": "6h"}
-_WINDOW = re.compile(r"^(\d+)([mhd])$")
+_POINTS = 120  # about as many points for a window a link names that is not in WINDOWS
+_UNIT_NAMES = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
 _SEEN = "_url_seen"  # session key: the value each URL parameter had when last written
 
 
@@ -40,22 +41,34 @@ class Scope:
         return {**self.params(), **{k: v for k, v in extra.items() if v}}
 
 
-def window_seconds(window: str) -> int:
-    match = _WINDOW.match(window)
-    if not match:
-        raise ValueError(f"window {window!r}: expected a number and m, h or d")
-    return int(match.group(1)) * _SECONDS[match.group(2)]
+def is_window(window: str) -> bool:
+    """Whether the query API takes ``window`` as a trailing window (its grammar: ``agentlat.api.windows``)."""
+    try:
+        parse_duration(window, "window")
+    except TimeRangeError:
+        return False
+    return True
 
 
 def previous_window(window: str, now_s: int) -> tuple[int, int]:
     """The window of the same length just before the trailing ``window`` ending at ``now_s``."""
-    seconds = window_seconds(window)
+    seconds = parse_duration(window, "window")
     return now_s - 2 * seconds, now_s - seconds
+
+
+def step(window: str) -> str:
+    """The time-series step for ``window``: ``STEPS`` for the sidebar's windows, else whole minutes
+    giving about 120 points."""
+    if window in STEPS:
+        return STEPS[window]
+    return f"{max(1, parse_duration(window, 'window') // 60 // _POINTS)}m"
 
 
 def describe_window(window: str) -> str:
     """'1h' -> 'the last 1 hour' style text for headings."""
-    number, unit = int(window[:-1]), {"m": "minute", "h": "hour", "d": "day"}[window[-1]]
+    parse_duration(window, "window")  # raises TimeRangeError on what the API would refuse
+    text = window.strip()
+    number, unit = int(text[:-1]), _UNIT_NAMES[text[-1]]
     return f"the last {number} {unit}{'s' if number != 1 else ''}"
 
 
@@ -94,15 +107,17 @@ def url_select(
     *,
     where: Any = st,
     format_func: Callable[[str], str] = str,
-    keep_unknown: bool = True,
+    keep_unknown: bool | Callable[[str], bool] = True,
     **widget: Any,
 ) -> str:
     """A selectbox bound to URL parameter ``key``. A value missing from ``options`` is kept as an
-    extra choice (a link may name a route with no data yet) or, with ``keep_unknown=False``, reset."""
+    extra choice (a link may name a route with no data yet) or, with ``keep_unknown=False`` (or a
+    test the value fails), reset to ``default``."""
     _adopt(key, default)
     choices = list(dict.fromkeys(options))
-    if st.session_state[key] not in choices:
-        if keep_unknown:
+    value = st.session_state[key]
+    if value not in choices:
+        if keep_unknown(value) if callable(keep_unknown) else keep_unknown:
             choices.append(st.session_state[key])
         else:
             st.session_state[key] = default

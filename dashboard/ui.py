@@ -7,18 +7,18 @@ from typing import Any
 
 import streamlit as st
 
+from agentlat.api.client import ApiClient, ApiError, Call, api_url
 from agentlat.dashboard import fmt
 from agentlat.dashboard.budgets import LEVEL_BADGE, BudgetBook, level
-from agentlat.dashboard.query import Api, ApiError, Call, api_url
-from agentlat.dashboard.state import DEFAULT_WINDOW, WINDOWS, Scope, describe_window, url_select
+from agentlat.dashboard.state import DEFAULT_WINDOW, WINDOWS, Scope, describe_window, is_window, url_select
 
 CACHE_SECONDS = 10
 BUDGETS_HELP = "start the server with `--budgets FILE` (see docs/budgets.md)"
 
 
 @st.cache_resource(show_spinner=False)
-def _client(base_url: str) -> Api:
-    return Api(base_url)
+def _client(base_url: str) -> ApiClient:
+    return ApiClient(base_url)
 
 
 @st.cache_data(ttl=CACHE_SECONDS, show_spinner=False)
@@ -50,7 +50,7 @@ def show_error(error: ApiError) -> None:
             icon=":material/cloud_off:",
         )
     else:
-        st.error(f"The query API answered {error.status}: {error}", icon=":material/error:")
+        st.error(f"The query API answered {error.status}: {error.message}", icon=":material/error:")
 
 
 def empty_state(what: str, scope: Scope) -> None:
@@ -103,7 +103,9 @@ def sidebar() -> Scope:
     with st.sidebar:
         st.markdown("**agentlat** · latency for LLM agents")
         st.caption(f"reading {api_url()}")
-        window = url_select("Window", "window", WINDOWS, DEFAULT_WINDOW, format_func=lambda w: f"last {w}")
+        window = url_select(
+            "Window", "window", WINDOWS, DEFAULT_WINDOW, format_func=lambda w: f"last {w}", keep_unknown=is_window
+        )
         options = fetch({"groups": sidebar_call(window)})["groups"]
         groups = [] if isinstance(options, ApiError) else [r["group"] for r in options["rows"]]
         services = ["", *sorted({g["service"] for g in groups})]

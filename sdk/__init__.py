@@ -18,9 +18,8 @@ from agentlat import semconv
 from agentlat._model_call import ModelCall
 from agentlat._scopes import AgentRun, Prefetch, ToolCall
 from agentlat._setup import Options, flush, init, shutdown
+from agentlat._version import __version__
 from agentlat.errors import AgentlatError, ConfigError
-
-__version__ = "0.1.0"
 
 agent = AgentRun
 tool = ToolCall

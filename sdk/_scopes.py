@@ -20,6 +20,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from agentlat import semconv as sc
 from agentlat._context import AGENTLAT_SCOPE, ROUTE_KEY
 from agentlat._safety import guarded
+from agentlat._version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,8 +36,6 @@ def tracer() -> trace.Tracer:
     global _tracer_cache
     provider = trace.get_tracer_provider()
     if _tracer_cache is None or _tracer_cache[0] is not provider:
-        from agentlat import __version__
-
         _tracer_cache = (provider, provider.get_tracer(TRACER_NAME, __version__))
     return _tracer_cache[1]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -21,6 +21,8 @@ from starlette.exceptions import HTTPException
 
 from agentlat import __version__
 from agentlat.alerts.service import AlertService
+from agentlat.api.models import Health, Readiness
+from agentlat.api.windows import TimeRangeError
 from agentlat.collector.admission import AdmissionGate
 from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.diskspace import DiskGuard
@@ -31,15 +33,15 @@ from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.rollups import RollupScheduler, minutes_of
 from agentlat.collector.wal import WriteAheadLog
 from agentlat.errors import ConfigError
-from agentlat.server import alerts_api as alert_api
-from agentlat.server import budgets_api, keys_api
 from agentlat.server import otlp_http as receiver
-from agentlat.server import query_api as api
-from agentlat.server.api_guard import ApiGuard, known_caller
-from agentlat.server.auth import Authenticator, AuthError, Caller, KeyRing, RateLimiter
+from agentlat.server.api_guard import ApiGuard
+from agentlat.server.auth import Authenticator, AuthError, KeyRing, RateLimiter
 from agentlat.server.config import Settings
 from agentlat.server.otlp_grpc import start_grpc_server
-from agentlat.store import Store, StoreError, StoreUnavailable, TimeRangeError, open_store
+from agentlat.server.routes import ROUTERS
+from agentlat.server.routes.budgets import watch_budgets
+from agentlat.server.routes.deps import caller_of, project_of
+from agentlat.store import Store, StoreError, StoreUnavailable, open_store
 
 log = logging.getLogger("agentlat.collector")
 
@@ -65,15 +67,7 @@ def _local_directories(settings: Settings) -> list[Path]:
 def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     store = store or open_store(settings.data_dir, settings.clickhouse_url, settings.ttl_days)
     authenticator = make_authenticator(settings, store)
-
-    def caller_of(request: Request) -> Caller:
-        if (known := known_caller(request)) is not None:
-            return known
-        hint = request.headers.get("x-agentlat-project") or request.query_params.get("project")
-        return authenticator.caller(request.headers, hint)
-
-    def project_of(request: Request) -> str:
-        return caller_of(request).project
+    budgets = watch_budgets(settings.budgets_path)  # a broken budgets file stops the server here
 
     pipeline = IngestPipeline(
         store,
@@ -126,7 +120,11 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         description="OTLP trace receiver and latency query API for LLM agents.",
         lifespan=lifespan,
     )
+    # What the routers' dependencies read (server/routes/deps.py).
     app.state.store = store
+    app.state.authenticator = authenticator
+    app.state.budgets = budgets
+    app.state.alerting = alerting
     app.state.pipeline = pipeline
     app.state.assembler = assembler
     app.state.rollups = rollups
@@ -139,23 +137,26 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     metrics.inflight_bytes.set_function(lambda: gate.used)
     limits = receiver.ReceiveLimits(settings.max_body_bytes, settings.body_timeout, settings.max_decode_queue)
     app.include_router(receiver.make_router(ingestor, limits, gate, project_of))
-    app.include_router(api.make_router(store, project_of))
-    app.include_router(budgets_api.make_router(store, settings.budgets_path, project_of))
-    app.include_router(alert_api.make_router(store, alerting, project_of))
-    app.include_router(keys_api.make_router(authenticator, caller_of))
+    for router in ROUTERS:
+        app.include_router(router)
     _add_health(app, store, pipeline)
-    _add_metrics(app, metrics, authenticator, caller_of)
+    _add_metrics(app, metrics, authenticator)
     _add_error_handlers(app)
     app.add_middleware(ApiGuard, authenticate=caller_of, max_body_bytes=settings.max_api_body_bytes)
     return app
 
 
 def _add_health(app: FastAPI, store: Store, pipeline: IngestPipeline) -> None:
-    @app.get("/healthz", tags=["health"], summary="the process is up")
+    @app.get("/healthz", tags=["health"], summary="the process is up", response_model=Health)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="the store answers and the writer runs")
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        summary="the store answers and the writer runs",
+        responses={200: {"model": Readiness}, 503: {"model": Readiness, "description": "not ready: see problems"}},
+    )
     async def readyz() -> JSONResponse:
         problems = []
         try:
@@ -179,9 +180,7 @@ def _add_health(app: FastAPI, store: Store, pipeline: IngestPipeline) -> None:
         return JSONResponse(body, status_code=200 if not problems else 503)
 
 
-def _add_metrics(
-    app: FastAPI, metrics: CollectorMetrics, authenticator: Authenticator, caller_of: Callable[[Request], Caller]
-) -> None:
+def _add_metrics(app: FastAPI, metrics: CollectorMetrics, authenticator: Authenticator) -> None:
     @app.get("/metrics", tags=["health"], summary="the collector's own metrics (Prometheus text format)")
     async def prometheus(request: Request) -> Response:
         if authenticator.keys is not None and not caller_of(request).admin:

@@ -1,4 +1,6 @@
-"""How API keys are kept: an id, the project, and a hash of the secret (never the secret)."""
+"""How API keys are kept: an id, the project, and a hash of the secret (never the secret).
+
+``KeyAdmin`` is the part of ``Store`` (store/__init__.py) that saves and lists them."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
+
+from agentlat.store.backends import Backend
 
 KEY_ROW_SCHEMA = pa.schema(
     [
@@ -59,3 +63,21 @@ class ApiKeyRecord:
             revoked=bool(row["Revoked"]),
             version=row["Version"],
         )
+
+
+class KeyAdmin:
+    """The ``agentlat_api_keys`` table: every version of every key; the newest wins."""
+
+    backend: Backend
+
+    def save_key(self, key: ApiKeyRecord) -> None:
+        """Insert a key, or a newer version of it (revocation)."""
+        table = pa.Table.from_pylist([key.row()], schema=KEY_ROW_SCHEMA)
+        self.backend.insert_arrow("agentlat_api_keys", table)
+
+    def api_keys(self) -> list[ApiKeyRecord]:
+        rows = self.backend.query_arrow(
+            "SELECT KeyId, ProjectId, Name, Admin, SecretHash, toUnixTimestamp64Milli(CreatedAt) AS CreatedMs, "
+            "Revoked, Version FROM agentlat_api_keys FINAL ORDER BY CreatedAt"
+        ).to_pylist()
+        return [ApiKeyRecord.from_row(row) for row in rows]

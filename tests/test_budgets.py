@@ -13,15 +13,18 @@ from agentlat.budgets import report as budget_format
 from agentlat.budgets.model import (
     AGENT_TYPES,
     METRICS,
+    PERCENTILES,
     TOP_LEVEL_KEYS,
     BudgetError,
     Report,
     Stats,
     Verdict,
+    budget_for,
     evaluate,
     exit_code,
     load_budgets,
     parse_budgets,
+    report_dict,
 )
 from agentlat.budgets.templates import template
 from agentlat.cli.budget import AgentKind
@@ -116,6 +119,23 @@ def test_raw_thresholds_keep_nulls_for_the_dashboard() -> None:
     assert raw["default"] == {"ttft": {"p50": 1000.0, "p95": 2500.0}, "e2e": {"p95": 10_000.0}}
     assert raw["routes"]["/ask"] == {"ttft": {"p95": 1800.0}, "e2e": {"p95": None}}
     assert raw["agents"] == {"retriever": {"tool": {"p50": 200.0, "p99": 900.0}}}
+
+
+def test_the_plain_data_look_up_is_the_same_rule() -> None:
+    """What the dashboard looks up in /api/v1/budgets is what the file's own evaluation applies."""
+    budgets = parse_budgets(FILE, "b.yaml")
+    served = report_dict(budgets, Report(()), {"length": "1h"})
+    for dimension, name in [("route", "/ask"), ("route", "/summarise"), ("route", "/other"), ("agent", "retriever")]:
+        own = {(t.metric, t.percentile): t.budget_ms for t in budgets.thresholds_for(dimension, name)}
+        looked_up = {
+            (m, p): ms for m in METRICS for p in PERCENTILES if (ms := budget_for(served, dimension, name, m, p))
+        }
+        assert looked_up == own, (dimension, name)
+    assert budget_for(served, "route", "", "ttft", "p95") == 2500.0  # all routes: the default
+    assert budget_for(served, "agent", "writer", "tool", "p50") is None  # not listed: nothing applies
+    assert budget_for(served, "route", "/ask", "ttft", "p95", service="docs-bot") == 1800.0
+    assert budget_for(served, "route", "/ask", "ttft", "p95", service="other") is None  # the file budgets docs-bot
+    assert Verdict.from_dict(Verdict("route", "/a", "default", "e2e", "p95", 1.0, 2.0, 3, 4, "breach", 5).as_dict())
 
 
 def test_budget_metrics_are_query_api_and_rollup_metrics() -> None:

@@ -28,9 +28,9 @@ import pytest
 
 from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
-from agentlat.store import SpanFilter, Store, StoreError
-from agentlat.store import migrations as m
-from agentlat.store.migrations import DEFAULT_TTL_DAYS, MIGRATIONS, SHARDING_KEYS, Migration, cluster_statements
+from agentlat.store import SpanFilter, Store, StoreError, cluster_ddl
+from agentlat.store.cluster_ddl import SHARDING_KEYS, cluster_statements
+from agentlat.store.migrations import DEFAULT_TTL_DAYS, MIGRATIONS, Migration
 from tests.otlp_payloads import MS, SpanSpec, otlp_protobuf
 from tests.servers import AGENTLAT
 
@@ -210,7 +210,7 @@ def test_names_that_are_not_identifiers_are_refused(cluster: str, database: str,
 def test_a_migration_cluster_mode_cannot_place_is_refused(
     monkeypatch: pytest.MonkeyPatch, new_statement: str, message: str
 ) -> None:
-    monkeypatch.setattr(m, "MIGRATIONS", (*MIGRATIONS, Migration(99, "new", (new_statement,))))
+    monkeypatch.setattr(cluster_ddl, "MIGRATIONS", (*MIGRATIONS, Migration(99, "new", (new_statement,))))
     with pytest.raises(ValueError, match=message):
         cluster_statements("prod", 30, "agentlat")
 

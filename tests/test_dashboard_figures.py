@@ -4,17 +4,19 @@ plotly figure builders and the tables pages build from API bodies."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import pytest
 
+from agentlat.api.client import ApiClient, ApiError, Call
+from agentlat.api.windows import TimeRangeError
 from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import figures, fmt
 from agentlat.dashboard.budgets import LEVEL_COLOURS, NEUTRAL, BudgetBook, colour, level, parse_verdicts
 from agentlat.dashboard.page_budgets import records
 from agentlat.dashboard.page_routes import cell_styles, table
 from agentlat.dashboard.page_traces import what_if
-from agentlat.dashboard.query import ApiError, Call
-from agentlat.dashboard.state import Scope, describe_window, previous_window, window_seconds
+from agentlat.dashboard.state import Scope, describe_window, is_window, previous_window, step
 
 BUDGETS = {
     "service": "shop",
@@ -70,11 +72,17 @@ def test_levels_and_colours() -> None:
 
 
 def test_windows() -> None:
-    assert window_seconds("15m") == 900 and window_seconds("7d") == 7 * 86400
+    """The query API's grammar (agentlat.api.windows): what it takes, the dashboard takes."""
     assert previous_window("1h", 10_000) == (10_000 - 7200, 10_000 - 3600)
+    assert previous_window("90s", 10_000) == (10_000 - 180, 10_000 - 90)
     assert describe_window("1h") == "the last 1 hour" and describe_window("24h") == "the last 24 hours"
-    with pytest.raises(ValueError, match="window 'soon'"):
-        window_seconds("soon")
+    assert describe_window("1s") == "the last 1 second"
+    assert (step("24h"), step("2h"), step("90s"), step("30d")) == ("15m", "1m", "1m", "6h")
+    assert is_window("7d") and not is_window("soon") and not is_window("0m")
+    with pytest.raises(TimeRangeError, match="window='soon': expected a number and a unit"):
+        previous_window("soon", 10_000)
+    with pytest.raises(TimeRangeError, match="window='soon'"):
+        describe_window("soon")
     assert Scope("1h", "", "/a").link(trace="t", sort="") == {"window": "1h", "route": "/a", "trace": "t"}
 
 
@@ -83,9 +91,13 @@ def test_calls_and_errors() -> None:
         ("limit", "5"),
         ("sort", "slowest"),
     )
-    error = ApiError(404, "no budgets")
-    copy = type(error).__reduce__(error)
-    assert copy[0](*copy[1]).status == 404 and str(copy[0](*copy[1])) == "no budgets"
+    error = pickle.loads(pickle.dumps(ApiError(404, "no budgets", "/api/v1/budgets", "http://h:1")))
+    assert (error.status, error.message, str(error)) == (404, "no budgets", "/api/v1/budgets answered 404: no budgets")
+    down = pickle.loads(pickle.dumps(ApiError(0, "connection refused", "/api/v1/groups", "http://h:1")))
+    assert down.status == 0 and str(down).startswith("cannot reach agentlat at http://h:1 (connection refused); ")
+    with ApiClient("http://127.0.0.1:9/") as client:  # nothing listens on port 9
+        [answer] = client.fetch([Call.of("/groups", window="1h")])
+    assert isinstance(answer, ApiError) and (answer.status, answer.path) == (0, "/api/v1/groups")
 
 
 def test_streamlit_command_binds_loopback() -> None:

@@ -301,7 +301,7 @@ def test_the_plugin_is_inert_unless_used(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--strict-markers")
     result.assert_outcomes(passed=1)
     assert "latency" not in result.stdout.str()
-    code = "import sys, agentlat.pytest_plugin; print(sorted(m for m in ('yaml', 'httpx') if m in sys.modules))"
+    code = "import sys, agentlat.budgets.pytest_plugin; print(sorted(m for m in ('yaml', 'httpx') if m in sys.modules))"
     imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert imported.stdout.strip() == "[]"
 

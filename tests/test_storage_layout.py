@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from agentlat.store import Store
+from agentlat.store.cluster_ddl import cluster_statements
 from agentlat.store.migrations import (
     _LAYOUT_CODECS,
     MIGRATIONS,
@@ -26,7 +27,6 @@ from agentlat.store.migrations import (
     SPANS_DDL,
     SPANS_DROP_INDEXES_DDL,
     SPANS_REBUILD,
-    cluster_statements,
     with_ttl,
 )
 from agentlat.store.schema import LATENCY_COLUMNS

@@ -2,15 +2,11 @@
 
 The dashboard may only read the query API, so the server evaluates the same file the CI
 check and the pytest plugin read, and also returns the file's thresholds for colouring
-latencies. The file is validated at start-up (a broken file stops the server) and re-read
-when it changes on disk.
-
-No ``from __future__ import annotations`` here: FastAPI resolves the route's annotations,
-which name a dependency local to ``make_router``.
+latencies. The file is validated at start-up (``watch_budgets``: a broken file stops the
+server) and re-read when it changes on disk.
 """
 
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,14 +14,28 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from agentlat.api.models import BudgetsResponse
+from agentlat.api.windows import iso, parse_duration, trailing
 from agentlat.budgets.model import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
-from agentlat.store import SpanFilter, Store, iso, parse_duration, trailing
+from agentlat.server.routes.deps import QUERY_ERRORS, Project, StoreDep, errors
+from agentlat.store import SpanFilter, Store
 from agentlat.yamlfile import WatchedFile
+
+router = APIRouter(prefix="/api/v1", tags=["budgets"], responses={**QUERY_ERRORS, **errors(404)})
 
 NOT_CONFIGURED = (
     "no budgets file is configured: start the server with `agentlat serve --budgets budgets.yaml` "
     "(or set AGENTLAT_BUDGETS); `agentlat budget init` writes a starter file"
 )
+
+
+def watch_budgets(path: Path | None) -> WatchedFile[Budgets] | None:
+    """The budgets file to serve, validated now (raising ``BudgetError``); None without a path."""
+    return WatchedFile(path, load_budgets) if path is not None else None
+
+
+async def budgets_file(request: Request) -> WatchedFile[Budgets] | None:
+    return request.app.state.budgets
 
 
 def current_budgets(source: WatchedFile[Budgets]) -> Budgets:
@@ -60,26 +70,24 @@ def _report(store: Store, budgets: Budgets, where: SpanFilter, span: dict[str, s
     return report_dict(budgets, evaluate(budgets, measure(store, budgets, where)), span)
 
 
-def make_router(store: Store, budgets_path: Path | None, project_of: Callable[[Request], str]) -> APIRouter:
-    """The budgets route; with a path, the file is validated now (raising ``BudgetError``)."""
-    source = WatchedFile(budgets_path, load_budgets) if budgets_path is not None else None
-    router = APIRouter(prefix="/api/v1", tags=["budgets"])
-    Project = Annotated[str, Depends(project_of)]
-
-    @router.get("/budgets", summary="each route and agent's p50/p95/p99 against the budgets file")
-    async def budgets(
-        project: Project,
-        window: Annotated[str, Query(description="trailing window, e.g. 15m, 1h, 24h, 7d")] = "1h",
-    ) -> dict[str, Any]:
-        if source is None:
-            raise HTTPException(404, NOT_CONFIGURED)
-        start_ns, end_ns = trailing(time.time_ns(), parse_duration(window, "window"))
-        try:
-            current = await run_in_threadpool(current_budgets, source)
-        except BudgetError as exc:
-            raise HTTPException(500, f"{exc} (the server re-reads the file when it changes)") from None
-        where = SpanFilter(project, start_ns, end_ns, {"service": current.service} if current.service else {})
-        span = {"length": window, "start": iso(start_ns), "end": iso(end_ns)}
-        return await run_in_threadpool(_report, store, current, where, span)
-
-    return router
+@router.get(
+    "/budgets",
+    summary="each route and agent's p50/p95/p99 against the budgets file",
+    response_model=BudgetsResponse,
+)
+async def budgets(
+    project: Project,
+    store: StoreDep,
+    source: Annotated[WatchedFile[Budgets] | None, Depends(budgets_file)],
+    window: Annotated[str, Query(description="trailing window, e.g. 15m, 1h, 24h, 7d")] = "1h",
+) -> dict[str, Any]:
+    if source is None:
+        raise HTTPException(404, NOT_CONFIGURED)
+    start_ns, end_ns = trailing(time.time_ns(), parse_duration(window, "window"))
+    try:
+        current = await run_in_threadpool(current_budgets, source)
+    except BudgetError as exc:
+        raise HTTPException(500, f"{exc} (the server re-reads the file when it changes)") from None
+    where = SpanFilter(project, start_ns, end_ns, {"service": current.service} if current.service else {})
+    span = {"length": window, "start": iso(start_ns), "end": iso(end_ns)}
+    return await run_in_threadpool(_report, store, current, where, span)

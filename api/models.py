@@ -1,0 +1,570 @@
+"""The query API's answers as pydantic models: one per JSON route, and the parts they share.
+
+The server's routes declare them (``response_model``), so ``/openapi.json`` documents every
+answer and FastAPI checks each answer against its model before it is sent. They model what
+the routes return key for key:
+
+* documents the server builds (``Answer``) list every key; a key added to an answer without
+  its model fails loudly (``extra="forbid"``) instead of vanishing;
+* rows read from the store (``Row``) list the columns the query selects and keep any column
+  the store adds (``extra="allow"``);
+* numbers keep their type (``int`` where the store or the code gives whole numbers, ``float``
+  where it gives floats), what can be missing is ``| None``, and a mapping whose keys are data
+  (group values, attributes, evidence) is a ``dict``.
+
+Imports only pydantic and the standard library: a leaf the dashboard and the CLI may read too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Source = Literal["spans", "rollups"]
+Unit = Literal["ms"]
+
+
+class Answer(BaseModel):
+    """A document the server builds: every key is declared."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class Row(BaseModel):
+    """A row read from the store: the query's columns, and any column the store adds."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+
+# --- shared parts ----------------------------------------------------------------------
+class Window(Answer):
+    """The time range an answer covers, ``[start, end)``."""
+
+    start: str = Field(description="ISO-8601, UTC")
+    end: str = Field(description="ISO-8601, UTC")
+
+
+class TrailingWindow(Answer):
+    """A trailing window as asked (``length``) and the range it covered."""
+
+    length: str = Field(description="as given, e.g. 1h, 24h, 7d")
+    start: str = Field(description="ISO-8601, UTC")
+    end: str = Field(description="ISO-8601, UTC")
+
+
+class Stats(Answer):
+    """Count and percentiles (ms) of a metric; percentiles are null without samples."""
+
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class MeanStats(Stats):
+    """Count, percentiles and mean (ms) of a metric."""
+
+    mean: float | None
+
+
+class ErrorDetail(Answer):
+    status: int = Field(description="the HTTP status")
+    message: str = Field(description="what was wrong, and what is accepted")
+
+
+class ErrorResponse(Answer):
+    """Every error of the API has this shape."""
+
+    error: ErrorDetail
+
+
+# --- /percentiles, /breakdown, /groups, /timeseries --------------------------------------
+class PercentileRow(Answer):
+    group: dict[str, str] = Field(description="the group's value of each group_by dimension")
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    mean: float | None
+
+
+class PercentilesResponse(Answer):
+    metric: str
+    unit: Unit
+    description: str = Field(description="what the metric measures")
+    source: Source = Field(description="where the numbers come from: raw spans (exact) or rollups")
+    window: Window
+    filters: dict[str, str] = Field(description="the equality filters applied, by dimension")
+    group_by: list[str]
+    rows: list[PercentileRow] = Field(description="the most counted groups first")
+
+
+class Share(Answer):
+    """Each part's share of the mean E2E (the parts' means add up to it)."""
+
+    model: float
+    tool: float
+    orchestration: float
+
+
+class BreakdownRow(Answer):
+    group: dict[str, str]
+    e2e: MeanStats
+    model: MeanStats | None = Field(None, description="absent when the rollups hold no model time")
+    tool: MeanStats | None = Field(None, description="absent when the rollups hold no tool time")
+    orchestration: MeanStats | None = Field(None, description="absent when the rollups hold no orchestration time")
+    traces: int
+    share: Share
+
+
+class BreakdownResponse(Answer):
+    window: Window
+    filters: dict[str, str]
+    group_by: list[str]
+    unit: Unit
+    rows: list[BreakdownRow] = Field(description="the groups with the most traces first")
+
+
+class GroupRow(Answer):
+    group: dict[str, str]
+    count: int = Field(description="requests (root spans) served")
+
+
+class GroupsResponse(Answer):
+    window: Window
+    filters: dict[str, str]
+    group_by: list[str]
+    rows: list[GroupRow]
+
+
+class TimeseriesPoint(Answer):
+    t: str = Field(description="the interval's start, ISO-8601")
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class Series(Answer):
+    group: dict[str, str]
+    points: list[TimeseriesPoint]
+
+
+class TimeseriesResponse(Answer):
+    metric: str
+    unit: Unit
+    step_seconds: int
+    window: Window
+    filters: dict[str, str]
+    group_by: list[str]
+    series: list[Series]
+
+
+# --- /dimensions, /advice --------------------------------------------------------------
+class DimensionRow(Answer):
+    name: str = Field(description="the route, agent, model or tool")
+    count: int = Field(description="requests, agent runs, model calls or tool calls")
+    errors: int
+    error_rate: float | None
+    cache_hit_rate: float | None = Field(description="token-weighted prompt-cache hit rate")
+    spec_acceptance: float | None = Field(description="accepted share of speculative draft tokens")
+    metrics: dict[str, Stats] = Field(description="per metric of the answer's ``metrics``")
+
+
+class DimensionsResponse(Answer):
+    dimension: str
+    unit: Unit
+    source: Source
+    window: Window
+    filters: dict[str, str]
+    metrics: list[str]
+    rows: list[DimensionRow]
+
+
+class Finding(Answer):
+    kind: str
+    route: str
+    title: str
+    lever: str = Field(description="what to change")
+    evidence: dict[str, Any] = Field(description="the numbers behind the finding, by name")
+    saving_ms_per_request: float
+    requests: int
+    total_saving_s: float = Field(description="saving per request x requests: what findings are ranked by")
+
+
+class AdviceResponse(Answer):
+    source: Source
+    window: Window
+    findings: list[Finding] = Field(description="the largest total saving first")
+
+
+# --- /traces, /traces/{trace_id}, /metric_points ---------------------------------------
+class TraceSummary(Row):
+    trace_id: str
+    start_ns: int
+    has_root: bool
+    duration_ns: int
+    root_name: str
+    service: str
+    route: str
+    agent: str
+    span_count: int
+    model_calls: int
+    tool_calls: int
+    errors: int
+    start: str
+    duration_ms: float
+
+
+class TracesResponse(Answer):
+    window: Window
+    traces: list[TraceSummary]
+
+
+class Segment(Answer):
+    """A stretch of the critical path and where its time goes."""
+
+    span_id: str
+    start_ns: int
+    end_ns: int
+    category: str = Field(description="model, tool or orchestration")
+    phase: str = Field(description="queue, prefill or decode for model time inside a phase span, else empty")
+
+
+class ParallelGroup(Row):
+    """Tool calls that ran one after another and could have run at once."""
+
+    span_ids: list[str]
+    tools: list[str]
+    saving_ms: float
+    on_critical_path: bool
+
+
+class TraceAnalysis(Row):
+    """The trace's analysis: its E2E split, critical path, segments and what-ifs."""
+
+    trace_id: str
+    service_name: str
+    route: str
+    agent: str
+    root_span_id: str
+    root_name: str
+    partial: bool
+    e2e_ms: float
+    model_ms: float
+    tool_ms: float
+    orchestration_ms: float
+    queue_ms: float
+    prefill_ms: float
+    decode_ms: float
+    model_sum_ms: float
+    tool_sum_ms: float
+    parallelism: float
+    model_calls: int
+    tool_calls: int
+    errors: int
+    span_count: int
+    first_ttft_ms: float | None
+    cache_hit_ratio: float | None
+    spec_acceptance: float | None
+    prefetch_hits: int
+    prefetch_misses: int
+    prefetch_saved_ms: float
+    prefetch_wasted_ms: float
+    server_ms: float
+    client_wait_ms: float
+    parallel_saving_ms: float
+    critical_path: list[str]
+    start_ns: int
+    analysed_at: str
+    start: str
+    segments: list[Segment]
+    parallelisable: list[ParallelGroup]
+
+
+class SpanEvent(Answer):
+    name: str
+    time_ns: int
+    attributes: dict[str, str]
+
+
+class Span(Row):
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: str
+    service: str
+    start_ns: int
+    duration_ns: int
+    status_code: str
+    status_message: str
+    attributes: dict[str, str]
+    resource: dict[str, str]
+    scope_name: str
+    scope_version: str
+    flags: list[str] = Field(description="what ingest changed or found in the span")
+    start: str
+    duration_ms: float
+    events: list[SpanEvent]
+    derived: dict[str, Any] = Field(description="the fields derived from the span's attributes, by column name")
+
+
+class GenAIEvent(Row):
+    """A GenAI event sent for the trace as an OTLP log record."""
+
+    time_ns: int
+    observed_time_ns: int
+    name: str
+    trace_id: str
+    span_id: str
+    severity_number: int
+    severity_text: str
+    service: str
+    body: Any = Field(description="the record's body: parsed JSON, or the text as stored when it was cut")
+    attributes: dict[str, str]
+    scope_name: str
+    scope_version: str
+    ingest_flags: list[str]
+    time: str
+
+
+class TraceResponse(Answer):
+    trace_id: str
+    analysis: TraceAnalysis | None = Field(description="null until the trace is analysed")
+    spans: list[Span]
+    events: list[GenAIEvent]
+
+
+class MetricPoint(Row):
+    time_ns: int
+    start_time_ns: int
+    name: str
+    unit: str
+    type: str = Field(description="Histogram, ExponentialHistogram, Sum or Gauge")
+    temporality: int = Field(description="0 unspecified, 1 delta, 2 cumulative")
+    monotonic: bool
+    service: str
+    attributes: dict[str, str]
+    count: int
+    sum: float | None
+    min: float | None
+    max: float | None
+    value: float | None = Field(description="a Sum's or Gauge's value")
+    explicit_bounds: list[float | None]
+    bucket_counts: list[int]
+    ingest_flags: list[str]
+    time: str
+
+
+class MetricPointsResponse(Answer):
+    window: Window
+    points: list[MetricPoint] = Field(description="oldest first")
+
+
+# --- /budgets --------------------------------------------------------------------------
+class Verdict(Answer):
+    dimension: str = Field(description="route or agent")
+    name: str
+    source: str = Field(description="where the budget is declared: route, agent or default")
+    metric: str
+    percentile: str
+    budget_ms: float
+    actual_ms: float | None
+    count: int
+    min_samples: int
+    status: Literal["pass", "breach", "insufficient"]
+    line: int = Field(description="the budget's line in the file")
+
+
+class BudgetThresholds(Answer):
+    """The file's budgets as written: ``{metric: {percentile: ms}}``; null drops a default."""
+
+    default: dict[str, dict[str, float | None]]
+    routes: dict[str, dict[str, dict[str, float | None]]]
+    agents: dict[str, dict[str, dict[str, float | None]]]
+
+
+class BudgetsResponse(Answer):
+    file: str
+    type: str | None = Field(description="the file's agent type")
+    primary: str | None = Field(description="the metric users of this agent type feel most")
+    secondary: str | None
+    service: str | None
+    window: TrailingWindow
+    status: Literal["pass", "breach", "insufficient"]
+    counts: dict[str, int] = Field(description="verdicts per status")
+    min_samples: dict[str, int] = Field(description="per percentile")
+    thresholds: BudgetThresholds
+    results: list[Verdict]
+
+
+# --- /alerts ---------------------------------------------------------------------------
+class Receiver(Answer):
+    name: str
+    type: str
+
+
+class StateCounts(Answer):
+    inactive: int
+    pending: int
+    firing: int
+    resolved: int
+
+
+class AlertRule(Answer):
+    """A rule as written, with how many of its label sets are in each state."""
+
+    alert: str
+    severity: str
+    type: str
+    metric: str
+    percentile: str | None
+    condition: str
+    window: str
+    by: list[str]
+    match: dict[str, str]
+    for_: str = Field(alias="for")
+    keep_firing_for: str
+    min_samples: int
+    line: int
+    state: str = Field(description="the most severe state of its label sets")
+    inactive: int
+    pending: int
+    firing: int
+    resolved: int
+
+
+class Alert(Answer):
+    """One label set of one rule."""
+
+    alert: str
+    severity: str
+    labels: dict[str, str]
+    state: str
+    active_at: str | None
+    fired_at: str | None
+    resolved_at: str | None
+    evaluated_at: str | None
+    value: float | None
+    reference: float | None
+    count: int
+    enough_samples: bool
+    summary: str
+    muted: str | None = Field(description="why a firing alert is not notified (a silence or an inhibition)")
+    changes: list[str]
+    dashboard_url: str
+
+
+class AlertEvent(Answer):
+    """A stored state transition."""
+
+    time: str
+    alert: str
+    severity: str
+    labels: dict[str, str]
+    from_: str = Field(alias="from")
+    to: str
+    value: float | None
+    reference: float | None
+    count: int
+    summary: str
+
+
+class AlertNotification(Answer):
+    """A stored notification and its delivery status."""
+
+    id: str
+    time: str
+    receiver: str
+    status: str
+    title: str
+    alerts: int
+    delivery: str
+    attempts: int
+    last_error: str | None
+    sent_at: str | None
+
+
+class AlertsResponse(Answer):
+    file: str
+    evaluation_interval: str
+    evaluated_at: str | None
+    window_end: str | None
+    receivers: list[Receiver]
+    counts: StateCounts
+    rules: list[AlertRule]
+    alerts: list[Alert]
+    events: list[AlertEvent] = Field(description="the last day's transitions, newest first")
+
+
+class AlertEventsResponse(Answer):
+    window: TrailingWindow
+    transitions: list[AlertEvent]
+    notifications: list[AlertNotification]
+
+
+class ReplayedTransition(AlertEvent):
+    """A transition a replay found, with the project it belongs to."""
+
+    project: str
+
+
+class ReplayedNotification(Answer):
+    time: str
+    project: str
+    receiver: str
+    status: str
+    title: str
+    alerts: list[str] = Field(description="each alert's summary")
+
+
+class ReplaySummary(Answer):
+    fired: int
+    resolved: int
+    notifications: int
+    alerts_fired: list[str]
+
+
+class ReplayResponse(Answer):
+    window: TrailingWindow
+    step: str
+    evaluations: int
+    projects: list[str]
+    summary: ReplaySummary
+    transitions: list[ReplayedTransition]
+    notifications: list[ReplayedNotification]
+
+
+# --- /keys -----------------------------------------------------------------------------
+class KeyInfo(Answer):
+    key_id: str
+    project: str
+    admin: bool
+    name: str
+    created_ms: int
+
+
+class CreatedKey(KeyInfo):
+    key: str = Field(description="the secret, shown this once")
+
+
+class KeysResponse(Answer):
+    keys: list[KeyInfo]
+
+
+class RevokedKey(Answer):
+    revoked: str = Field(description="the key id")
+
+
+# --- health ----------------------------------------------------------------------------
+class Health(Answer):
+    status: str
+
+
+class Readiness(Answer):
+    status: Literal["ok", "unavailable"]
+    problems: list[str]
+    pending_bytes: int
+    writer: str

@@ -1,0 +1,25 @@
+"""The query API's routers, one module per resource, defined at module level; ``create_app``
+includes ``ROUTERS``. What they share (the store, the caller's project, the span filter,
+``group_by``, the ``source`` rule) are FastAPI dependencies in ``deps``; their answers are
+the models of ``agentlat.api.models``."""
+
+from agentlat.server.routes import (
+    advice,
+    alerts,
+    breakdown,
+    budgets,
+    dimensions,
+    groups,
+    keys,
+    metric_points,
+    percentiles,
+    timeseries,
+    traces,
+)
+
+ROUTERS = tuple(
+    module.router
+    for module in (
+        percentiles, breakdown, groups, timeseries, dimensions, advice, traces, metric_points, budgets, alerts, keys
+    )
+)  # fmt: skip

@@ -1,0 +1,52 @@
+"""``GET /api/v1/breakdown``: the E2E split into model, tool and orchestration time, from the rollups."""
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+
+from agentlat.api.models import BreakdownResponse
+from agentlat.server.routes.deps import (
+    QUERY_ERRORS,
+    Filter,
+    RollupGroupBy,
+    StoreDep,
+    require_rollup_filters,
+    rollup_stats,
+    window_of,
+)
+
+router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
+
+SPLIT = {"e2e": "e2e", "model": "split_model", "tool": "split_tool", "orchestration": "split_orchestration"}
+
+
+def _with_shares(entry: dict[str, Any]) -> dict[str, Any]:
+    """Means of the parts add up to the mean E2E (each trace's parts add up to its E2E)."""
+    mean_e2e = entry["e2e"]["mean"] or 0.0
+    entry["traces"] = entry["e2e"]["count"]
+    entry["share"] = {
+        part: (entry[part]["mean"] / mean_e2e if part in entry and mean_e2e else 0.0)
+        for part in ("model", "tool", "orchestration")
+    }
+    return entry
+
+
+@router.get(
+    "/breakdown",
+    summary="E2E split into model, tool and orchestration time, by any grouping",
+    response_model=BreakdownResponse,
+    response_model_exclude_unset=True,  # a part the rollups lack is left out, not null
+)
+async def breakdown(store: StoreDep, where: Filter, dims: RollupGroupBy) -> dict[str, Any]:
+    require_rollup_filters(where)
+    found = await run_in_threadpool(store.rollup_percentiles, list(SPLIT.values()), dims, where)
+    groups: dict[tuple, dict[str, Any]] = {}
+    for row in found:
+        key = tuple(row[d] for d in dims)
+        entry = groups.setdefault(key, {"group": dict(zip(dims, key, strict=True))})
+        part = next(name for name, metric in SPLIT.items() if metric == row["metric"])
+        entry[part] = rollup_stats(row)
+    rows = [_with_shares(entry) for entry in groups.values() if "e2e" in entry]
+    rows.sort(key=lambda r: -r["traces"])
+    return {"window": window_of(where), "filters": where.equals, "group_by": dims, "unit": "ms", "rows": rows}

@@ -1,0 +1,63 @@
+"""``GET /api/v1/percentiles``: count, p50, p95, p99 and mean of a latency metric, by any grouping."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from starlette.concurrency import run_in_threadpool
+
+from agentlat.api.models import PercentilesResponse
+from agentlat.server.routes.deps import (
+    QUERY_ERRORS,
+    Filter,
+    GroupBy,
+    SourceRule,
+    StoreDep,
+    rollup_stats,
+    source,
+    window_of,
+)
+from agentlat.store import METRICS
+
+router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
+
+Source = Annotated[
+    SourceRule,
+    source(
+        "spans: exact, from raw spans; rollups: from the rollups, exact up to 128 values, t-digest beyond; "
+        "auto: spans for windows up to 6 h, rollups beyond when the metric and dimensions allow"
+    ),
+]
+
+
+@router.get(
+    "/percentiles", summary="count, p50, p95, p99 and mean of a latency metric", response_model=PercentilesResponse
+)
+async def percentiles(
+    store: StoreDep,
+    where: Filter,
+    dims: GroupBy,
+    rule: Source,
+    metric: Annotated[str, Query(description=f"one of {sorted(METRICS)}")] = "e2e",
+) -> dict[str, Any]:
+    if metric not in METRICS:
+        raise HTTPException(400, f"metric={metric!r}: choose from {sorted(METRICS)}")
+    use_rollups = rule.rollups(metric, dims)
+    if use_rollups:
+        found = await run_in_threadpool(store.rollup_percentiles, [metric], dims, where)
+        rows = [{"group": {d: r[d] for d in dims}, **rollup_stats(r)} for r in found]
+    else:
+        exact = await run_in_threadpool(store.percentiles, metric, dims, where)
+        rows = [
+            {"group": r.group, "count": r.count, "p50": r.p50, "p95": r.p95, "p99": r.p99, "mean": r.mean}
+            for r in exact
+        ]
+    return {
+        "metric": metric,
+        "unit": "ms",
+        "description": METRICS[metric].description,
+        "source": SourceRule.name(use_rollups),
+        "window": window_of(where),
+        "filters": where.equals,
+        "group_by": dims,
+        "rows": rows,
+    }
