@@ -3,10 +3,12 @@ the dashboard and the benchmarks.
 
 ``Call`` names one GET request under ``/api/v1`` as plain data (so a dashboard page can list
 its calls and ``bench/`` can time exactly what a page asks); ``ApiClient.fetch`` runs several
-at once. ``get``/``post``/``delete`` take full paths (``/api/v1/advice``). Every failure is an
-``ApiError`` that keeps the HTTP status (0: no answer at all), so a caller can tell "this
-server has no budgets" (404) from an unreachable server, and that pickles (the dashboard
-caches answers, failures included).
+at once. ``get``/``post``/``delete`` take full paths (``/api/v1/advice``). Every answer comes
+back as the model of its route (``agentlat.api.models.ANSWERS``), so readers use attributes,
+never keys. Every failure is an ``ApiError`` that keeps the HTTP status (0: no answer at all),
+so a caller can tell "this server has no budgets" (404) from an unreachable server; an answer
+that does not fit its model is one too, naming the field (the server runs another version).
+Answers and errors pickle (the dashboard caches them, failures included).
 
 httpx is imported only when a client is made: importing this module for ``Call``,
 ``ApiError`` or the defaults stays cheap (``agentlat --help``).
@@ -19,10 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentlat import __version__
 from agentlat.errors import AgentlatError
 
 if TYPE_CHECKING:
     import httpx
+    from pydantic import ValidationError
+
+    from agentlat.api.models import Answer
 
 DEFAULT_API = "http://127.0.0.1:4318"
 ENV_API = "AGENTLAT_API"
@@ -90,27 +96,27 @@ class ApiClient:
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 
     # --- the command line: full paths ----------------------------------------------------
-    def get(self, path: str, **params: Any) -> dict[str, Any]:
+    def get(self, path: str, **params: Any) -> Answer:
         """GET ``path`` (``/api/v1/...``); parameters that are ``None`` are left out."""
         return self._request("GET", path, params={k: v for k, v in params.items() if v is not None})
 
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def post(self, path: str, body: dict[str, Any]) -> Answer:
         return self._request("POST", path, json=body)
 
-    def delete(self, path: str) -> dict[str, Any]:
+    def delete(self, path: str) -> Answer:
         return self._request("DELETE", path)
 
     # --- pages: calls ----------------------------------------------------------------
-    def call(self, call: Call) -> dict[str, Any]:
-        """The JSON answer to one ``Call``."""
+    def call(self, call: Call) -> Answer:
+        """The answer to one ``Call``, in its route's model."""
         return self._request("GET", f"{PREFIX}{call.path}", params=call.params)
 
-    def fetch(self, calls: list[Call]) -> list[dict[str, Any] | ApiError]:
-        """Run ``calls`` concurrently; each result is the JSON body or the ``ApiError`` it raised."""
+    def fetch(self, calls: list[Call]) -> list[Answer | ApiError]:
+        """Run ``calls`` concurrently; each result is the answer or the ``ApiError`` it raised."""
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(calls)))) as pool:
             return list(pool.map(self._answer, calls))
 
-    def _answer(self, call: Call) -> dict[str, Any] | ApiError:
+    def _answer(self, call: Call) -> Answer | ApiError:
         try:
             return self.call(call)
         except ApiError as exc:
@@ -125,8 +131,11 @@ class ApiClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    def _request(self, method: str, path: str, **kwargs: Any) -> Answer:
         import httpx
+        from pydantic import ValidationError
+
+        from agentlat.api.models import answer_model
 
         try:
             response = self._client.request(method, path, **kwargs)
@@ -134,12 +143,32 @@ class ApiClient:
             raise ApiError(0, str(exc) or type(exc).__name__, path, self.base_url) from None
         if response.status_code >= 400:
             raise ApiError(response.status_code, _message(response), path, self.base_url)
+        model = answer_model(method, path)
+        if model is None:  # a route without its entry: a mistake in this package, not in the answer
+            raise LookupError(f"no answer model for {method} {path}: add the route to agentlat.api.models.ANSWERS")
         try:
-            return response.json()
-        except ValueError:
-            raise ApiError(
-                response.status_code, f"not JSON: {response.text[:_SHOWN_CHARS]!r}", path, self.base_url
-            ) from None
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            not_json = exc.errors()[0]["type"] == "json_invalid"
+            why = f"not JSON: {response.text[:_SHOWN_CHARS]!r}" if not_json else _misfit(exc)
+            raise ApiError(response.status_code, why, path, self.base_url) from None
+
+
+def _misfit(exc: ValidationError) -> str:
+    """Which field of an answer did not fit its model (the first; how many more), and why that happens."""
+    first, *rest = exc.errors(include_url=False)
+    field = ".".join(map(str, first["loc"])) or "the answer"
+    got = "" if first["type"] in ("missing", "extra_forbidden") else f" (got {_shown(first['input'])})"
+    more = f" (and {len(rest)} more field{'s' if len(rest) != 1 else ''})" if rest else ""
+    return (
+        f"the answer does not fit {exc.title} at {field}: {first['msg']}{got}{more}; the server runs another "
+        f"version of agentlat than this client ({__version__}): run the same version on both"
+    )
+
+
+def _shown(value: Any, chars: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def _message(response: httpx.Response) -> str:

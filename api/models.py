@@ -1,8 +1,9 @@
 """The query API's answers as pydantic models: one per JSON route, and the parts they share.
 
 The server's routes declare them (``response_model``), so ``/openapi.json`` documents every
-answer and FastAPI checks each answer against its model before it is sent. They model what
-the routes return key for key:
+answer and FastAPI checks each answer against its model before it is sent; ``ANSWERS`` names
+each route's model, and the client (``agentlat.api.client``) reads every answer into it. They
+model what the routes return key for key:
 
 * documents the server builds (``Answer``) list every key; a key added to an answer without
   its model fails loudly (``extra="forbid"``) instead of vanishing;
@@ -568,3 +569,46 @@ class Readiness(Answer):
     problems: list[str]
     pending_bytes: int
     writer: str
+
+
+# --- which route answers in which model ------------------------------------------------
+# "METHOD path" (FastAPI's template for path parameters) -> the answer's model. The client reads
+# every answer into its model through this table; tests/test_query_api.py holds it to the
+# routers' ``response_model``, so a new route is one entry here beside its router.
+ANSWERS: dict[str, type[Answer]] = {
+    "GET /api/v1/percentiles": PercentilesResponse,
+    "GET /api/v1/breakdown": BreakdownResponse,
+    "GET /api/v1/groups": GroupsResponse,
+    "GET /api/v1/timeseries": TimeseriesResponse,
+    "GET /api/v1/dimensions": DimensionsResponse,
+    "GET /api/v1/advice": AdviceResponse,
+    "GET /api/v1/traces": TracesResponse,
+    "GET /api/v1/traces/{trace_id}": TraceResponse,
+    "GET /api/v1/metric_points": MetricPointsResponse,
+    "GET /api/v1/budgets": BudgetsResponse,
+    "GET /api/v1/alerts": AlertsResponse,
+    "GET /api/v1/alerts/events": AlertEventsResponse,
+    "POST /api/v1/alerts/replay": ReplayResponse,
+    "POST /api/v1/keys": CreatedKey,
+    "GET /api/v1/keys": KeysResponse,
+    "DELETE /api/v1/keys/{key_id}": RevokedKey,
+}
+_TEMPLATED = [  # (method, path segments, model) of the routes with path parameters
+    (key.partition(" ")[0], key.partition(" ")[2].split("/"), model) for key, model in ANSWERS.items() if "{" in key
+]
+
+
+def answer_model(method: str, path: str) -> type[Answer] | None:
+    """The model ``method path`` answers in (``path`` as requested, e.g. ``/api/v1/traces/4bf9…``);
+    None for a route not in ``ANSWERS``."""
+    if found := ANSWERS.get(f"{method} {path}"):
+        return found
+    segments = path.split("/")
+    return next((m for verb, parts, m in _TEMPLATED if verb == method and _fills(parts, segments)), None)
+
+
+def _fills(template: list[str], segments: list[str]) -> bool:
+    """Whether a path's segments fill a template's: each the same, or any non-empty one for a ``{parameter}``."""
+    return len(template) == len(segments) and all(
+        t == s or (t.startswith("{") and s != "") for t, s in zip(template, segments, strict=True)
+    )

@@ -36,8 +36,8 @@ def overview(scope: Scope, api: ApiClient) -> Batches:
 
 def traces(scope: Scope, api: ApiClient) -> Batches:
     listed = page_traces.calls(scope)
-    found = api.call(listed["list"])["traces"]
-    detail = page_traces.calls(scope, trace_id=found[0]["trace_id"])["trace"] if found else None
+    found = api.call(listed["list"]).traces
+    detail = page_traces.calls(scope, trace_id=found[0].trace_id)["trace"] if found else None
     return [listed, *([{"trace": detail}] if detail else [])]
 
 

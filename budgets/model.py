@@ -324,11 +324,6 @@ class Verdict:
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    @classmethod
-    def from_dict(cls, row: Mapping[str, Any]) -> Verdict:
-        """The verdict ``as_dict`` wrote (a row of ``results`` in ``/api/v1/budgets``)."""
-        return cls(**{f.name: row[f.name] for f in fields(cls)})
-
 
 @dataclass(frozen=True, slots=True)
 class Report:

@@ -14,12 +14,15 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from agentlat.api.client import DEFAULT_API, ENV_API
 from agentlat.cli.common import console, fail, setup_logging
+
+if TYPE_CHECKING:
+    from agentlat.api.models import ReplayedTransition, ReplayResponse
 
 alerts_app = typer.Typer(
     help="Alert rules on p50/p95/p99, p99 drift and SLO burn rates, sent to Slack (docs/alerts.md).",
@@ -123,19 +126,25 @@ def test(
     as_json: Annotated[bool, typer.Option("--json", help="Print the replay as JSON.")] = False,
 ) -> None:
     """Replay stored data through the rules and show what would have fired and resolved, and when."""
+    from agentlat.api.models import ReplayResponse
     from agentlat.errors import AgentlatError
 
     try:
-        document = _replay_direct(rules, window, clickhouse, project) if clickhouse else _replay_api(rules, window, api)
+        if clickhouse:  # the document the API would answer, read as the API's answer is
+            document = _replay_direct(rules, window, clickhouse, project)
+            replayed = ReplayResponse.model_validate(document)
+        else:
+            replayed = _replay_api(rules, window, api)
+            document = replayed.model_dump(mode="json", by_alias=True)
     except AgentlatError as exc:
         fail(str(exc))
     if as_json:
         typer.echo(json.dumps(document, indent=2))
     else:
-        _print_timeline(rules, document)
+        _print_timeline(rules, replayed)
 
 
-def _replay_api(rules: Path, window: str, api: str) -> dict[str, Any]:
+def _replay_api(rules: Path, window: str, api: str) -> ReplayResponse:
     from agentlat.alerts.rules_file import load_rules
     from agentlat.api.client import ApiClient
 
@@ -168,28 +177,28 @@ def _replay_direct(rules: Path, window: str, clickhouse: str, project: str | Non
     return replay_document(result, window)
 
 
-def _print_timeline(rules: Path, doc: dict[str, Any]) -> None:
-    span = doc["window"]
-    projects = ", ".join(doc["projects"]) or "none with data"
-    typer.echo(f"{rules}: replayed {span['start']} to {span['end']}, {doc['evaluations']} evaluations every "
-               f"{doc['step']}; projects: {projects}")  # fmt: skip
-    lines = [(t["time"], 0, _transition_line(t)) for t in doc["transitions"]]
-    lines += [(n["time"], 1, f"notify    {n['receiver']}: {n['title']}") for n in doc["notifications"]]
+def _print_timeline(rules: Path, doc: ReplayResponse) -> None:
+    span = doc.window
+    projects = ", ".join(doc.projects) or "none with data"
+    typer.echo(f"{rules}: replayed {span.start} to {span.end}, {doc.evaluations} evaluations every "
+               f"{doc.step}; projects: {projects}")  # fmt: skip
+    lines = [(t.time, 0, _transition_line(t)) for t in doc.transitions]
+    lines += [(n.time, 1, f"notify    {n.receiver}: {n.title}") for n in doc.notifications]
     for time_iso, _, text in sorted(lines, key=lambda x: (x[0], x[1])):
         typer.echo(f"{time_iso.replace('T', ' ').replace(':00Z', 'Z')}  {text}")
-    summary = doc["summary"]
-    if not summary["fired"]:
+    summary = doc.summary
+    if not summary.fired:
         typer.echo("Nothing would have fired.")
         return
-    typer.echo(f"fired {_times(summary['fired'])} ({', '.join(summary['alerts_fired'])}), resolved "
-               f"{_times(summary['resolved'])}, {summary['notifications']} notifications")  # fmt: skip
+    typer.echo(f"fired {_times(summary.fired)} ({', '.join(summary.alerts_fired)}), resolved "
+               f"{_times(summary.resolved)}, {summary.notifications} notifications")  # fmt: skip
 
 
 def _times(count: int) -> str:
     return f"{count} time{'s' if count != 1 else ''}"
 
 
-def _transition_line(t: dict[str, Any]) -> str:
-    labels = ", ".join(f"{k}={v}" for k, v in t["labels"].items() if k not in ("alertname", "severity"))
-    count = f" (n={t['count']:,})" if t["count"] else ""
-    return f"{t['to']:<9} {t['alert']} ({t['severity']}) {{{labels}}}  {t['summary']}{count}"
+def _transition_line(t: ReplayedTransition) -> str:
+    labels = ", ".join(f"{k}={v}" for k, v in t.labels.items() if k not in ("alertname", "severity"))
+    count = f" (n={t.count:,})" if t.count else ""
+    return f"{t.to:<9} {t.alert} ({t.severity}) {{{labels}}}  {t.summary}{count}"

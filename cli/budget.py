@@ -119,9 +119,9 @@ def fetch(client: ApiClient, budgets: Budgets, window: str) -> tuple[Measurement
     for dimension, metric in budgets.queries():
         when = {"start": span["start"], "end": span["end"]} if "start" in span else {"window": window}
         body = client.get("/api/v1/percentiles", metric=metric, group_by=dimension, service=budgets.service, **when)
-        span.update(start=body["window"]["start"], end=body["window"]["end"])
+        span.update(start=body.window.start, end=body.window.end)
         measured[(dimension, metric)] = {
-            row["group"][dimension]: Stats(row["count"], row["p50"], row["p95"], row["p99"]) for row in body["rows"]
+            row.group[dimension]: Stats(row.count, row.p50, row.p95, row.p99) for row in body.rows
         }
     return measured, span
 

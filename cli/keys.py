@@ -2,20 +2,25 @@
 
 With ``--api URL`` the running server does it (an admin key in AGENTLAT_API_KEY); without,
 the command opens the store itself, which for the embedded store works only while no
-server holds it.
+server holds it. Either way the command reads keys as the API answers them
+(``agentlat.api.models``: ``CreatedKey``, ``KeyInfo``).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from agentlat.cli.common import run_or_exit
+
+if TYPE_CHECKING:
+    from agentlat.api.client import ApiClient
+    from agentlat.api.models import KeyInfo
 
 keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 
@@ -38,6 +43,8 @@ def create(
     """Create a key and print it once; only its hash is kept."""
 
     def action() -> None:
+        from agentlat.api.models import CreatedKey
+
         if api:
             created = _client(api).post("/api/v1/keys", {"project": project, "admin": admin, "name": name})
         else:
@@ -49,12 +56,12 @@ def create(
                 raise typer.BadParameter(str(exc)) from None
             with _store(data, clickhouse) as store:
                 store.save_key(record)
-            created = {"key": key, "key_id": record.key_id, "project": record.project, "admin": record.admin}
+            created = CreatedKey(key=key, **_info(record).model_dump())
         Console(stderr=True).print(
-            f"Created {'admin ' if created['admin'] else ''}key [bold]{created['key_id']}[/] for project "
-            f"{created['project']!r}. It is shown only now; keep it secret:"
+            f"Created {'admin ' if created.admin else ''}key [bold]{created.key_id}[/] for project "
+            f"{created.project!r}. It is shown only now; keep it secret:"
         )
-        typer.echo(created["key"])
+        typer.echo(created.key)
 
     run_or_exit(action)
 
@@ -65,14 +72,13 @@ def listing(api: ApiOpt = None, data: DataOpt = None, clickhouse: ClickHouseOpt 
 
     def action() -> None:
         if api:
-            keys = _client(api).get("/api/v1/keys")["keys"]
+            keys = _client(api).get("/api/v1/keys").keys
         else:
             with _store(data, clickhouse) as store:
-                keys = [{"key_id": k.key_id, "project": k.project, "admin": k.admin, "name": k.name}
-                        for k in store.api_keys() if not k.revoked]  # fmt: skip
+                keys = [_info(k) for k in store.api_keys() if not k.revoked]
         table = Table("key id", "project", "admin", "name")
         for k in keys:
-            table.add_row(k["key_id"], k["project"], "yes" if k["admin"] else "", k["name"])
+            table.add_row(k.key_id, k.project, "yes" if k.admin else "", k.name)
         Console().print(table)
 
     run_or_exit(action)
@@ -132,10 +138,17 @@ def bootstrap(data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
     run_or_exit(action)
 
 
-def _client(api: str) -> Any:
+def _client(api: str) -> ApiClient:
     from agentlat.api.client import ApiClient
 
     return ApiClient(api)
+
+
+def _info(record: Any) -> KeyInfo:
+    """A stored key as the API lists it (never its secret)."""
+    from agentlat.api.models import KeyInfo
+
+    return KeyInfo.model_validate(record, from_attributes=True)
 
 
 class _store:

@@ -7,7 +7,7 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,6 +20,9 @@ from agentlat.cli.common import ApiOpt, console, run_or_exit, setup_logging
 from agentlat.cli.dashboard import dashboard
 from agentlat.cli.keys import keys_app
 from agentlat.cli.migrate import migrate
+
+if TYPE_CHECKING:
+    from agentlat.api.models import AdviceResponse
 
 app = typer.Typer(
     name="agentlat",
@@ -141,23 +144,22 @@ def advise(
     run_or_exit(lambda: _print_advice(ApiClient(api).get("/api/v1/advice", window=window, route=route), as_json))
 
 
-def _print_advice(body: dict, as_json: bool) -> None:
+def _print_advice(body: AdviceResponse, as_json: bool) -> None:
     from rich.table import Table
 
     if as_json:
-        typer.echo(json.dumps(body, indent=2))
+        typer.echo(json.dumps(body.model_dump(mode="json", by_alias=True), indent=2))
         return
-    findings = body["findings"]
-    if not findings:
-        Console().print(f"No findings for {body['window']['start']} to {body['window']['end']}: nothing to pull.")
+    if not body.findings:
+        Console().print(f"No findings for {body.window.start} to {body.window.end}: nothing to pull.")
         return
     table = Table(title="agentlat advice (largest expected saving first)", show_lines=True)
     for column in ("route", "finding", "lever", "saves / request", "total saved"):
         table.add_column(column, overflow="fold")
-    for f in findings:
+    for f in body.findings:
         table.add_row(
-            f["route"], f["title"], f["lever"], f"{f['saving_ms_per_request']:.0f} ms",
-            f"{f['total_saving_s']:.1f} s over {f['requests']} requests",
+            f.route, f.title, f.lever, f"{f.saving_ms_per_request:.0f} ms",
+            f"{f.total_saving_s:.1f} s over {f.requests} requests",
         )  # fmt: skip
     Console().print(table)
 

@@ -12,9 +12,8 @@ invents a threshold.
 
 from __future__ import annotations
 
-from typing import Any
-
-from agentlat.budgets.model import Verdict, budget_for, over_budget
+from agentlat.api.models import BudgetsResponse
+from agentlat.budgets.model import budget_for, over_budget
 
 LEVEL_COLOURS = {"ok": "#2e7d32", "breach": "#c62828"}
 NEUTRAL = "#5f6368"
@@ -22,20 +21,15 @@ LEVEL_BADGE = {"ok": "green", "breach": "red"}
 STATUS_COLOURS = {"pass": LEVEL_COLOURS["ok"], "breach": LEVEL_COLOURS["breach"], "insufficient": NEUTRAL}
 
 
-def parse_verdicts(body: dict[str, Any]) -> list[Verdict]:
-    """The server's verdicts (``results``), one per route or agent, metric and percentile."""
-    return [Verdict.from_dict(row) for row in body.get("results", [])]
-
-
 class BudgetBook:
     """The budgets ``/api/v1/budgets`` reports, looked up by route, metric and percentile with the
     budgets file's own rule (``agentlat.budgets.model.budget_for``)."""
 
-    def __init__(self, body: dict[str, Any] | None = None) -> None:
-        self.body: dict[str, Any] = body or {}
-        self.service: str | None = self.body.get("service")
-        self.verdicts = parse_verdicts(self.body)
-        self.configured = bool(body)
+    def __init__(self, body: BudgetsResponse | None = None) -> None:
+        self.body = body
+        # budget_for reads the plain data the server answers in (agentlat.budgets knows no models)
+        self._plain = body.model_dump(include={"service", "thresholds"}) if body is not None else {}
+        self.configured = body is not None
 
     def __bool__(self) -> bool:
         return self.configured
@@ -43,7 +37,7 @@ class BudgetBook:
     def budget_ms(self, route: str, metric: str, percentile: str, service: str = "") -> float | None:
         """The route's own budget (``None`` in the file drops the default), else the default;
         None for a service the file does not budget."""
-        return budget_for(self.body, "route", route, metric, percentile, service)
+        return budget_for(self._plain, "route", route, metric, percentile, service)
 
     def level(self, value: float | None, route: str, metric: str, percentile: str, service: str = "") -> str | None:
         return level(value, self.budget_ms(route, metric, percentile, service))

@@ -1,4 +1,5 @@
-"""Plotly figures of the dashboard, each a pure function of query-API data.
+"""Plotly figures of the dashboard, each a pure function of query-API answers (the models of
+``agentlat.api.models``).
 
 One palette everywhere: model time blue (its phases queue, prefill and decode in lighter to
 darker blues), tool time orange, orchestration grey; p50/p95/p99 lines blue, orange, red;
@@ -14,7 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from agentlat.budgets.model import Verdict
+from agentlat.api.models import BreakdownRow, Finding, MeanStats, Span, TimeseriesPoint, TraceResponse, Verdict
 from agentlat.dashboard import fmt
 from agentlat.dashboard.budgets import STATUS_COLOURS
 
@@ -49,17 +50,17 @@ def _layout(fig: go.Figure, height: int, **extra: Any) -> go.Figure:
 
 
 # --- overview -------------------------------------------------------------------------
-def split_bars(rows: Sequence[dict[str, Any]]) -> go.Figure:
+def split_bars(rows: Sequence[BreakdownRow]) -> go.Figure:
     """Mean E2E per route as model + tool + orchestration (``/breakdown?group_by=route`` rows).
 
     Means of the parts add up to the mean E2E, so each bar's length is the route's mean E2E.
     """
-    ordered = sorted(rows, key=lambda r: r["e2e"]["mean"] or 0.0)
-    routes = [r["group"].get("route") or "(no route)" for r in ordered]
+    ordered = sorted(rows, key=lambda r: r.e2e.mean or 0.0)
+    routes = [r.group.get("route") or "(no route)" for r in ordered]
     fig = go.Figure()
     for part in PARTS:
-        means = [(r.get(part) or {}).get("mean") or 0.0 for r in ordered]
-        shares = [r["share"][part] for r in ordered]
+        means = [_mean(getattr(r, part)) for r in ordered]
+        shares = [getattr(r.share, part) for r in ordered]
         fig.add_bar(
             name=part,
             y=routes,
@@ -75,8 +76,13 @@ def split_bars(rows: Sequence[dict[str, Any]]) -> go.Figure:
     return _layout(fig, 90 + 46 * len(routes), barmode="stack", legend_traceorder="normal")
 
 
+def _mean(stats: MeanStats | None) -> float:
+    """A part's mean, 0 when the rollups hold none of it."""
+    return (stats.mean if stats else None) or 0.0
+
+
 def timeseries(
-    points: Sequence[dict[str, Any]],
+    points: Sequence[TimeseriesPoint],
     metric: str,
     budgets: dict[str, float] | None = None,
     window: tuple[str, str] | None = None,
@@ -84,12 +90,12 @@ def timeseries(
     """p50/p95/p99 per interval (``/timeseries`` points) over the whole ``window`` (start, end),
     with budgets (percentile -> ms) as dashed lines."""
     fig = go.Figure()
-    times = [p["t"] for p in points]
+    times = [p.t for p in points]
     for name in ("p50", "p95", "p99"):
         fig.add_scatter(
             name=name,
             x=times,
-            y=[p[name] for p in points],
+            y=[getattr(p, name) for p in points],
             mode="lines+markers",
             line={"color": PERCENTILE_COLOURS[name], "width": 2},
             hovertemplate=f"{name}: %{{y:,.1f}} ms<extra></extra>",
@@ -130,38 +136,38 @@ PATH_ROW_LABEL = "critical path"
 NBSP = "\u00a0"
 
 
-def span_category(span: dict[str, Any]) -> str:
+def span_category(span: Span) -> str:
     """model, tool, agent or other from the span's role; a phase span is its phase."""
-    phase = span.get("attributes", {}).get("agentlat.phase", "")
+    phase = span.attributes.get("agentlat.phase", "")
     if phase in PHASES:
         return phase
-    role = span.get("derived", {}).get("Role", "")
+    role = span.derived.get("Role", "")
     return role if role in COLOURS else "other"
 
 
-def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+def _tree_order(spans: Sequence[Span]) -> list[tuple[Span, int]]:
     """Spans depth-first (children by start time) with their depth; orphans start new trees."""
-    ids = {s["span_id"] for s in spans}
-    children: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for span in sorted(spans, key=lambda s: (s["start_ns"], -s["duration_ns"], s["span_id"])):
-        parent = span["parent_span_id"]
-        children[parent if parent in ids and parent != span["span_id"] else ""].append(span)
-    ordered: list[tuple[dict[str, Any], int]] = []
+    ids = {s.span_id for s in spans}
+    children: dict[str, list[Span]] = defaultdict(list)
+    for span in sorted(spans, key=lambda s: (s.start_ns, -s.duration_ns, s.span_id)):
+        parent = span.parent_span_id
+        children[parent if parent in ids and parent != span.span_id else ""].append(span)
+    ordered: list[tuple[Span, int]] = []
     stack = [(span, 0) for span in reversed(children[""])]
     seen: set[str] = set()
     while stack:
         span, depth = stack.pop()
-        if span["span_id"] in seen:
+        if span.span_id in seen:
             continue
-        seen.add(span["span_id"])
+        seen.add(span.span_id)
         ordered.append((span, depth))
-        stack.extend((child, depth + 1) for child in reversed(children[span["span_id"]]))
+        stack.extend((child, depth + 1) for child in reversed(children[span.span_id]))
     return ordered
 
 
-def _phase_bars(span: dict[str, Any], row: int, start_ms: float, on_path: bool) -> list[Bar]:
+def _phase_bars(span: Span, row: int, start_ms: float, on_path: bool) -> list[Bar]:
     """Queue, prefill and decode inside a model span that reports them but has no phase spans."""
-    derived = span.get("derived", {})
+    derived = span.derived
     queue, prefill, decode = (derived.get(k) for k in ("QueueMs", "PrefillMs", "DecodeMs"))
     bars, offset = [], 0.0
     for phase, length in (("queue", queue), ("prefill", prefill)):
@@ -175,26 +181,26 @@ def _phase_bars(span: dict[str, Any], row: int, start_ms: float, on_path: bool) 
     return bars
 
 
-def waterfall_data(body: dict[str, Any]) -> Waterfall:
-    """Rows and bars of one trace (``/traces/{id}`` body): the critical path strip, then the span tree."""
-    spans, analysis = body["spans"], body.get("analysis") or {}
-    origin = analysis.get("start_ns") or min(s["start_ns"] for s in spans)
-    path = set(analysis.get("critical_path") or ())
+def waterfall_data(body: TraceResponse) -> Waterfall:
+    """Rows and bars of one trace (``/traces/{id}``): the critical path strip, then the span tree."""
+    spans, analysis = body.spans, body.analysis
+    origin = (analysis.start_ns if analysis else 0) or min(s.start_ns for s in spans)
+    path = set(analysis.critical_path if analysis else ())
     labels, bars = [PATH_ROW_LABEL], []
-    for seg in analysis.get("segments") or ():
-        category = seg["phase"] if seg.get("phase") in PHASES else seg["category"]
-        length = (seg["end_ns"] - seg["start_ns"]) / 1e6
-        bars.append(Bar(0, (seg["start_ns"] - origin) / 1e6, length, category, True, f"{category}: {fmt.ms(length)}"))
-    has_phase_children = {s["parent_span_id"] for s in spans if span_category(s) in PHASES}
+    for seg in analysis.segments if analysis else ():
+        category = seg.phase if seg.phase in PHASES else seg.category
+        length = (seg.end_ns - seg.start_ns) / 1e6
+        bars.append(Bar(0, (seg.start_ns - origin) / 1e6, length, category, True, f"{category}: {fmt.ms(length)}"))
+    has_phase_children = {s.parent_span_id for s in spans if span_category(s) in PHASES}
     for span, depth in _tree_order(spans):
         row, category = len(labels), span_category(span)
-        error = " (error)" if span.get("status_code") == "Error" else ""
-        labels.append(f"{'  ' * depth}{span['name']}{error}")
-        start, length, on_path = (span["start_ns"] - origin) / 1e6, span["duration_ns"] / 1e6, span["span_id"] in path
+        error = " (error)" if span.status_code == "Error" else ""
+        labels.append(f"{'  ' * depth}{span.name}{error}")
+        start, length, on_path = (span.start_ns - origin) / 1e6, span.duration_ns / 1e6, span.span_id in path
         where = "on the critical path" if on_path else "off the critical path"
-        hover = f"{span['name']}<br>starts +{fmt.ms(start)}, lasts {fmt.ms(length)}<br>{where}"
+        hover = f"{span.name}<br>starts +{fmt.ms(start)}, lasts {fmt.ms(length)}<br>{where}"
         bars.append(Bar(row, start, length, category, on_path, hover))
-        if category == "model" and span["span_id"] not in has_phase_children:
+        if category == "model" and span.span_id not in has_phase_children:
             bars.extend(_phase_bars(span, row, start, on_path))
     return Waterfall(labels, bars)
 
@@ -207,7 +213,7 @@ def tick_labels(labels: Sequence[str], longest: int = 48) -> list[str]:
     return [label.ljust(width).replace(" ", NBSP) for label in cut]
 
 
-def waterfall(body: dict[str, Any]) -> go.Figure:
+def waterfall(body: TraceResponse) -> go.Figure:
     """The trace as a waterfall: critical-path spans outlined, the others faded; phases in blues."""
     data = waterfall_data(body)
     fig = go.Figure()
@@ -265,16 +271,16 @@ def budget_bars(verdicts: Sequence[Verdict]) -> go.Figure:
 
 
 # --- advisor --------------------------------------------------------------------------
-def savings_ranking(findings: Sequence[dict[str, Any]]) -> go.Figure:
+def savings_ranking(findings: Sequence[Finding]) -> go.Figure:
     """Findings by total E2E they would save over the window, largest on top."""
-    labels = [f"{f['route']} · {f['kind'].replace('_', ' ')}" for f in findings]
+    labels = [f"{f.route} · {f.kind.replace('_', ' ')}" for f in findings]
     fig = go.Figure(
         go.Bar(
             orientation="h",
             y=labels,
-            x=[f["total_saving_s"] for f in findings],
+            x=[f.total_saving_s for f in findings],
             marker_color=COLOURS["model"],
-            text=[f"{f['total_saving_s']:,.1f} s" for f in findings],
+            text=[f"{f.total_saving_s:,.1f} s" for f in findings],
             textposition="auto",
             hovertemplate="%{y}: %{x:,.1f} s saved over the window<extra></extra>",
         )
@@ -296,18 +302,18 @@ EVIDENCE_BARS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def evidence_values(finding: dict[str, Any]) -> list[tuple[str, float]]:
+def evidence_values(finding: Finding) -> list[tuple[str, float]]:
     """The (label, ms) pairs a finding's evidence chart shows."""
-    evidence = dict(finding["evidence"])
-    if finding["kind"] == "speculative_decoding":
+    evidence = dict(finding.evidence)
+    if finding.kind == "speculative_decoding":
         evidence["decode_spec_ms"] = evidence["decode_ms"] / evidence["assumed_speedup"]
-    pairs = EVIDENCE_BARS.get(finding["kind"])
+    pairs = EVIDENCE_BARS.get(finding.kind)
     if pairs is None:
         return [(k, float(v)) for k, v in evidence.items() if k.endswith("_ms") and isinstance(v, int | float)]
     return [(label, float(evidence[key])) for label, key in pairs if evidence.get(key) is not None]
 
 
-def evidence(finding: dict[str, Any]) -> go.Figure:
+def evidence(finding: Finding) -> go.Figure:
     """A finding's evidence as bars in ms, with the expected saving per request."""
     values = evidence_values(finding)
     fig = go.Figure(
@@ -321,5 +327,5 @@ def evidence(finding: dict[str, Any]) -> go.Figure:
         )
     )
     fig.update_yaxes(ticksuffix=" ms", gridcolor="#eeeeee", rangemode="tozero")
-    fig.update_layout(title={"text": f"saves {fmt.ms(finding['saving_ms_per_request'])} per request", "x": 0})
+    fig.update_layout(title={"text": f"saves {fmt.ms(finding.saving_ms_per_request)} per request", "x": 0})
     return _layout(fig, 260, showlegend=False)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from agentlat.api.client import Call
+from agentlat.api.models import Finding
 from agentlat.dashboard import figures, fmt, ui
 from agentlat.dashboard.state import Scope, describe_window
 
@@ -23,7 +24,7 @@ def calls(scope: Scope) -> dict[str, Call]:
     return {"advice": Call.of("/advice", window=scope.window, route=scope.route)}
 
 
-def evidence_table(finding: dict[str, Any]) -> pd.DataFrame:
+def evidence_table(finding: Finding) -> pd.DataFrame:
     """The finding's evidence as (fact, value) rows: ms, shares and counts written out."""
 
     def text(key: str, value: Any) -> str:
@@ -34,20 +35,20 @@ def evidence_table(finding: dict[str, Any]) -> pd.DataFrame:
         return f"{value:,.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
 
     return pd.DataFrame(
-        [(key.removesuffix("_ms").replace("_", " "), text(key, value)) for key, value in finding["evidence"].items()],
+        [(key.removesuffix("_ms").replace("_", " "), text(key, value)) for key, value in finding.evidence.items()],
         columns=["evidence", "value"],
     )
 
 
-def _finding(rank: int, finding: dict[str, Any]) -> None:
+def _finding(rank: int, finding: Finding) -> None:
     with st.container(border=True):
-        st.markdown(f"#### {rank}. {finding['title']}")
-        st.caption(f"route {finding['route']} · {finding['kind'].replace('_', ' ')}")
-        st.markdown(f"**Lever:** {finding['lever']}")
+        st.markdown(f"#### {rank}. {finding.title}")
+        st.caption(f"route {finding.route} · {finding.kind.replace('_', ' ')}")
+        st.markdown(f"**Lever:** {finding.lever}")
         numbers, chart, facts = st.columns([2, 3, 2], gap="medium")
-        numbers.metric("Saves per request", fmt.ms(finding["saving_ms_per_request"]))
-        numbers.metric("Saved over the window", f"{finding['total_saving_s']:,.1f} s")
-        numbers.metric("Requests", fmt.count(finding["requests"]))
+        numbers.metric("Saves per request", fmt.ms(finding.saving_ms_per_request))
+        numbers.metric("Saved over the window", f"{finding.total_saving_s:,.1f} s")
+        numbers.metric("Requests", fmt.count(finding.requests))
         chart.plotly_chart(figures.evidence(finding), key=f"evidence_{rank}")
         facts.dataframe(evidence_table(finding), hide_index=True, width="stretch", key=f"facts_{rank}")
 
@@ -55,7 +56,7 @@ def _finding(rank: int, finding: dict[str, Any]) -> None:
 def render() -> None:
     scope = ui.scope()
     ui.title("Advisor", scope)
-    findings = ui.require(ui.fetch(calls(scope))["advice"])["findings"]
+    findings = ui.require(ui.fetch(calls(scope))["advice"]).findings
     if not findings:
         st.success(NO_FINDINGS.format(window=describe_window(scope.window)), icon=":material/check_circle:")
         return

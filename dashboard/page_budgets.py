@@ -4,15 +4,16 @@ and recent alert events, each as the server has them configured."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
+from pydantic import BaseModel
 
 from agentlat.api.client import ApiError, Call
-from agentlat.budgets.model import Verdict
+from agentlat.api.models import AlertsResponse, BudgetsResponse, Verdict
 from agentlat.dashboard import figures, fmt, ui
-from agentlat.dashboard.budgets import STATUS_COLOURS, parse_verdicts
+from agentlat.dashboard.budgets import STATUS_COLOURS
 from agentlat.dashboard.state import Scope
 
 STATUS_TEXT = {"pass": "pass", "breach": "breach", "insufficient": "too few samples"}
@@ -67,18 +68,18 @@ def _verdicts(verdicts: list[Verdict], dimension: str) -> None:
     st.dataframe(styled, hide_index=True, width="stretch", key=f"budgets_{dimension}")
 
 
-def _budgets(result: dict[str, Any] | ApiError, scope: Scope) -> None:
+def _budgets(result: BudgetsResponse | ApiError, scope: Scope) -> None:
     st.subheader("Latency budgets")
     if isinstance(result, ApiError) and result.status == 404:
         st.info(NOT_CONFIGURED, icon=":material/rule:")
         return
     body = ui.require(result)
-    verdicts = [v for v in parse_verdicts(body) if not scope.route or v.dimension != "route" or v.name == scope.route]
+    verdicts = [v for v in body.results if not scope.route or v.dimension != "route" or v.name == scope.route]
     counts = {s: sum(1 for v in verdicts if v.status == s) for s in STATUS_TEXT}
-    minimum = ", ".join(f"{k} {v:,}" for k, v in body["min_samples"].items())
-    service = f" · service {body['service']}" if body["service"] else ""
+    minimum = ", ".join(f"{k} {v:,}" for k, v in body.min_samples.items())
+    service = f" · service {body.service}" if body.service else ""
     st.caption(
-        f"{body['file']}{service} · {len(verdicts)} budgets: {counts['pass']} pass, {counts['breach']} breach, "
+        f"{body.file}{service} · {len(verdicts)} budgets: {counts['pass']} pass, {counts['breach']} breach, "
         f"{counts['insufficient']} with too few samples (minimum {minimum})"
     )
     if not verdicts:
@@ -92,10 +93,10 @@ def _budgets(result: dict[str, Any] | ApiError, scope: Scope) -> None:
     st.plotly_chart(figures.budget_bars(verdicts), key="budget_chart")
 
 
-def records(body: dict[str, Any], key: str) -> pd.DataFrame:
-    """The list under ``key`` as a table (empty when absent); nested values shown as JSON text."""
-    rows = body[key] if isinstance(body.get(key), list) else []
-    flat = [{k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()} for row in rows]
+def records(rows: Sequence[BaseModel]) -> pd.DataFrame:
+    """Rows as a table, columns named as in the API's JSON; nested values shown as JSON text."""
+    plain = [row.model_dump(mode="json", by_alias=True) for row in rows]
+    flat = [{k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()} for row in plain]
     return pd.DataFrame.from_records(flat)
 
 
@@ -106,18 +107,17 @@ ALERT_TABLES = (
 )
 
 
-def _alerts(result: dict[str, Any] | ApiError) -> None:
+def _alerts(result: AlertsResponse | ApiError) -> None:
     st.subheader("Alerts")
     if isinstance(result, ApiError) and result.status == 404:
         how = "" if result.message == "Not Found" else f"\n\nThe server says: {result.message}"
         st.info(NO_ALERTS + how, icon=":material/notifications_off:")
         return
     body = ui.require(result)
-    if isinstance(body.get("counts"), dict):
-        st.caption(" · ".join(f"{state} {n}" for state, n in body["counts"].items()))
+    st.caption(" · ".join(f"{state} {n}" for state, n in body.counts.model_dump().items()))
     for key, heading, none in ALERT_TABLES:
         st.markdown(f"**{heading}**")
-        frame = records(body, key)
+        frame = records(getattr(body, key))
         if frame.empty:
             st.caption(none)
         else:

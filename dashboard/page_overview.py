@@ -4,11 +4,11 @@ window, the E2E split per route, and p50/p95/p99 over time."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import streamlit as st
 
 from agentlat.api.client import ApiError, Call
+from agentlat.api.models import Answer, BreakdownResponse, PercentileRow, PercentilesResponse
 from agentlat.dashboard import figures, fmt, ui
 from agentlat.dashboard.budgets import BudgetBook
 from agentlat.dashboard.state import Scope, previous_window, step, url_segment
@@ -38,28 +38,33 @@ def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
     return out
 
 
-def _row(result: dict[str, Any] | ApiError) -> dict[str, Any]:
-    rows = [] if isinstance(result, ApiError) else result["rows"]
-    return rows[0] if rows else {}
+def _row(result: PercentilesResponse | ApiError) -> PercentileRow | None:
+    rows = [] if isinstance(result, ApiError) else result.rows
+    return rows[0] if rows else None
 
 
-def _tiles(found: dict[str, Any], book: BudgetBook, scope: Scope) -> None:
+def _value(row: PercentileRow | None, name: str) -> float | None:
+    """The row's ``name`` (count or a percentile); None without a row."""
+    return getattr(row, name) if row is not None else None
+
+
+def _tiles(found: dict[str, Answer | ApiError], book: BudgetBook, scope: Scope) -> None:
     for metric, label, unit in TILES:
         now, before = _row(found[f"now:{metric}"]), _row(found[f"before:{metric}"])
         with st.container(border=True):
             head, *cells = st.columns([1.4, 1, 1, 1], vertical_alignment="center")
             head.markdown(f"**{label}**")
-            head.caption(f"{fmt.count(now.get('count', 0))} {unit}; change against the previous {scope.window}")
+            head.caption(f"{fmt.count(_value(now, 'count') or 0)} {unit}; change against the previous {scope.window}")
             for cell, pct in zip(cells, PERCENTILES, strict=True):
                 with cell:
                     budget = book.budget_ms(scope.route, metric, pct, scope.service)
-                    ui.latency_metric(f"{SERIES[metric]} {pct}", now.get(pct), before.get(pct), budget)
+                    ui.latency_metric(f"{SERIES[metric]} {pct}", _value(now, pct), _value(before, pct), budget)
 
 
-def _split(result: dict[str, Any] | ApiError) -> None:
+def _split(result: BreakdownResponse | ApiError) -> None:
     st.subheader("Where E2E goes, per route")
     st.caption("Mean per request along the critical path: model + tool + orchestration = E2E.")
-    rows = ui.require(result)["rows"]
+    rows = ui.require(result).rows
     if rows:
         st.plotly_chart(figures.split_bars(rows), key="split_chart")
     else:
@@ -70,14 +75,14 @@ def _series(scope: Scope, book: BudgetBook, now_s: int) -> None:
     st.subheader("Percentiles over time")
     metric = url_segment("Metric", "series", list(SERIES), "e2e", format_func=SERIES.__getitem__)
     body = ui.require(ui.fetch({"series": calls(scope, now_s, metric)["series"]})["series"])
-    points = body["series"][0]["points"] if body["series"] else []
+    points = body.series[0].points if body.series else []
     if not points:
         st.caption(f"No {SERIES[metric]} samples in this window.")
         return
     budgets = {p: b for p in PERCENTILES if (b := book.budget_ms(scope.route, metric, p, scope.service)) is not None}
-    window = (body["window"]["start"], body["window"]["end"])
+    window = (body.window.start, body.window.end)
     st.plotly_chart(figures.timeseries(points, SERIES[metric], budgets, window), key="series_chart")
-    st.caption(f"One point per {body['step_seconds'] // 60} min, from the per-minute rollups.")
+    st.caption(f"One point per {body.step_seconds // 60} min, from the per-minute rollups.")
 
 
 def render() -> None:
@@ -87,7 +92,7 @@ def render() -> None:
     found = ui.fetch({k: v for k, v in calls(scope, now_s).items() if k != "series"})
     ui.require(found["now:e2e"])
     book = ui.budget_book(found["budgets"])
-    if not any(_row(found[f"now:{m}"]) for m, _, _ in TILES):
+    if all(_row(found[f"now:{m}"]) is None for m, _, _ in TILES):
         ui.empty_state("traces", scope)
         return
     if not book:

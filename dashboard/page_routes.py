@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from agentlat.api.client import Call
+from agentlat.api.models import DimensionsResponse
 from agentlat.dashboard import fmt, ui
 from agentlat.dashboard.budgets import BudgetBook, colour
 from agentlat.dashboard.state import Scope, url_segment, url_select
@@ -46,22 +47,22 @@ def calls(scope: Scope, dimension: str = "route") -> dict[str, Call]:
     }
 
 
-def latency_columns(body: dict[str, Any]) -> list[tuple[str, str, str]]:
+def latency_columns(body: DimensionsResponse) -> list[tuple[str, str, str]]:
     """(column, metric, percentile) for each metric that has samples in some row."""
-    present = [m for m in body["metrics"] if any(r["metrics"][m]["count"] for r in body["rows"])]
+    present = [m for m in body.metrics if any(r.metrics[m].count for r in body.rows)]
     return [(f"{METRIC_LABELS[m]} {p}", m, p) for m in present for p in PERCENTILES]
 
 
-def table(body: dict[str, Any], scope: Scope) -> pd.DataFrame:
+def table(body: DimensionsResponse, scope: Scope) -> pd.DataFrame:
     """One row per value of the dimension; latencies in ms, rates as ratios (cache hit and speculative
     acceptance only when some row reports them), a link to its traces."""
-    dimension, columns = body["dimension"], latency_columns(body)
+    dimension, columns = body.dimension, latency_columns(body)
     records = []
-    for row in body["rows"]:
-        record: dict[str, Any] = {dimension: row["name"], UNITS[dimension]: row["count"]}
-        record.update({label: row[key] for key, label in RATES.items()})
-        record.update({name: row["metrics"][m][p] for name, m, p in columns})
-        link = scope.link(route=row["name"]) if dimension == "route" else scope.link(**{dimension: row["name"]})
+    for row in body.rows:
+        record: dict[str, Any] = {dimension: row.name, UNITS[dimension]: row.count}
+        record.update({label: getattr(row, key) for key, label in RATES.items()})
+        record.update({name: getattr(row.metrics[m], p) for name, m, p in columns})
+        link = scope.link(route=row.name) if dimension == "route" else scope.link(**{dimension: row.name})
         record[LINK] = f"{LINK}?{urlencode({**link, 'sort': 'slowest'})}"
         records.append(record)
     numbers = [*RATES.values(), *(c for c, _, _ in columns)]
@@ -71,10 +72,10 @@ def table(body: dict[str, Any], scope: Scope) -> pd.DataFrame:
     return frame.drop(columns=unreported)
 
 
-def cell_styles(frame: pd.DataFrame, body: dict[str, Any], book: BudgetBook, service: str = "") -> pd.DataFrame:
+def cell_styles(frame: pd.DataFrame, body: DimensionsResponse, book: BudgetBook, service: str = "") -> pd.DataFrame:
     """CSS per cell: latencies of a route coloured by that route's budget, the rest neutral."""
     styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
-    if body["dimension"] != "route" or not book:
+    if body.dimension != "route" or not book:
         return styles
     for name, metric, pct in latency_columns(body):
         for i, (route, value) in enumerate(zip(frame["route"], frame[name], strict=True)):
@@ -84,7 +85,7 @@ def cell_styles(frame: pd.DataFrame, body: dict[str, Any], book: BudgetBook, ser
     return styles
 
 
-def _show(frame: pd.DataFrame, body: dict[str, Any], book: BudgetBook, service: str) -> Any:
+def _show(frame: pd.DataFrame, body: DimensionsResponse, book: BudgetBook, service: str) -> Any:
     latency = [name for name, _, _ in latency_columns(body)]
     styled = frame.style.apply(lambda _: cell_styles(frame, body, book, service), axis=None)
     styled = styled.format(fmt.ms, subset=latency, na_rep=fmt.DASH)
@@ -132,7 +133,7 @@ def render() -> None:
     found = ui.fetch(calls(scope, dimension))
     body = ui.require(found["table"])
     book = ui.budget_book(found["budgets"])
-    if not body["rows"]:
+    if not body.rows:
         ui.empty_state(f"{DIMENSIONS[dimension].lower()}", scope)
         return
     frame = table(body, scope)
@@ -142,7 +143,7 @@ def render() -> None:
     event = _show(frame, body, book, scope.service)
     source = (
         "exact, from raw spans"
-        if body["source"] == "spans"
+        if body.source == "spans"
         else "from per-minute rollups (exact up to 128 values, t-digest beyond)"
     )
     st.caption(

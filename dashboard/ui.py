@@ -1,19 +1,22 @@
 """Streamlit pieces every page shares: the API connection, cached fetching, the sidebar
-scope, error and empty states, and budget-coloured latency tiles."""
+scope, error and empty states, and budget-coloured latency tiles. Answers are the query API's
+models (``agentlat.api.models``), read with attributes."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 import streamlit as st
 
 from agentlat.api.client import ApiClient, ApiError, Call, api_url
+from agentlat.api.models import Answer, BudgetsResponse
 from agentlat.dashboard import fmt
 from agentlat.dashboard.budgets import LEVEL_BADGE, BudgetBook, level
 from agentlat.dashboard.state import DEFAULT_WINDOW, WINDOWS, Scope, describe_window, is_window, url_select
 
 CACHE_SECONDS = 10
 BUDGETS_HELP = "start the server with `--budgets FILE` (see docs/budgets.md)"
+A = TypeVar("A", bound=Answer)
 
 
 @st.cache_resource(show_spinner=False)
@@ -22,11 +25,11 @@ def _client(base_url: str) -> ApiClient:
 
 
 @st.cache_data(ttl=CACHE_SECONDS, show_spinner=False)
-def _fetch(base_url: str, calls: tuple[Call, ...]) -> list[dict[str, Any] | ApiError]:
-    return _client(base_url).fetch(list(calls))
+def _fetch(base_url: str, calls: tuple[Call, ...]) -> list[Answer | ApiError]:
+    return _client(base_url).fetch(list(calls))  # models and errors pickle, as the cache needs
 
 
-def fetch(calls: dict[str, Call]) -> dict[str, dict[str, Any] | ApiError]:
+def fetch(calls: dict[str, Call]) -> dict[str, Answer | ApiError]:
     """Run named calls at once (answers cached for a few seconds, failures never)."""
     results = _fetch(api_url(), tuple(calls.values()))
     if any(isinstance(r, ApiError) and (r.status == 0 or r.status >= 500) for r in results):
@@ -34,12 +37,12 @@ def fetch(calls: dict[str, Call]) -> dict[str, dict[str, Any] | ApiError]:
     return dict(zip(calls, results, strict=True))
 
 
-def require(result: dict[str, Any] | ApiError) -> dict[str, Any]:
+def require(result: A | ApiError) -> A:
     """The answer, or stop the page with the error shown."""
     if isinstance(result, ApiError):
         show_error(result)
         st.stop()
-    return result  # type: ignore[return-value]
+    return result
 
 
 def show_error(error: ApiError) -> None:
@@ -66,7 +69,7 @@ def empty_state(what: str, scope: Scope) -> None:
     )
 
 
-def budget_book(result: dict[str, Any] | ApiError) -> BudgetBook:
+def budget_book(result: BudgetsResponse | ApiError) -> BudgetBook:
     """Budgets when the server has them; an empty book (no colouring) when it answers 404."""
     if isinstance(result, ApiError):
         if result.status != 404:
@@ -107,7 +110,7 @@ def sidebar() -> Scope:
             "Window", "window", WINDOWS, DEFAULT_WINDOW, format_func=lambda w: f"last {w}", keep_unknown=is_window
         )
         options = fetch({"groups": sidebar_call(window)})["groups"]
-        groups = [] if isinstance(options, ApiError) else [r["group"] for r in options["rows"]]
+        groups = [] if isinstance(options, ApiError) else [r.group for r in options.rows]
         services = ["", *sorted({g["service"] for g in groups})]
         service = url_select("Service", "service", services, format_func=lambda s: s or "all services")
         routes = ["", *sorted({g["route"] for g in groups if not service or g["service"] == service})]

@@ -19,14 +19,14 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from agentlat.collector.admission import AdmissionGate, Overloaded
-from agentlat.collector.ingest import DECODE_CONCURRENCY, SIGNALS, DecoderUnavailable, Ingestor, LogUnavailable, Signal
+from agentlat.collector.ingest import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable, Signal
 from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
 from agentlat.collector.pipeline import Backpressure
 from agentlat.errors import AgentlatError
@@ -53,35 +53,10 @@ class RejectedRequest(AgentlatError):
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
 
-def make_router(
-    ingestor: Ingestor, limits: ReceiveLimits, gate: AdmissionGate, project_of: Callable[[Request], str]
-) -> APIRouter:
-    router = APIRouter()
-    receiver = _Receiver(ingestor, limits, gate, project_of)
+class OtlpHttpReceiver:
+    """One per app (on ``app.state.otlp_receiver``): the decode slots and the queue before them are shared by
+    every request; ``server/routes/ingest.py`` routes the three signals here."""
 
-    async def export(request: Request, signal: Signal) -> Response:
-        response = await receiver.export(request, signal)
-        ingestor.metrics.requests.labels("http", str(response.status_code)).inc()
-        return response
-
-    @router.post("/v1/traces", tags=["ingest"], summary="OTLP/HTTP trace export")
-    async def export_traces(request: Request) -> Response:
-        return await export(request, SIGNALS["traces"])
-
-    @router.post("/v1/logs", tags=["ingest"], summary="OTLP/HTTP log export (GenAI events kept, other records counted)")
-    async def export_logs(request: Request) -> Response:
-        return await export(request, SIGNALS["logs"])
-
-    @router.post(
-        "/v1/metrics", tags=["ingest"], summary="OTLP/HTTP metric export (gen_ai.* points kept, others counted)"
-    )
-    async def export_metrics(request: Request) -> Response:
-        return await export(request, SIGNALS["metrics"])
-
-    return router
-
-
-class _Receiver:
     def __init__(
         self, ingestor: Ingestor, limits: ReceiveLimits, gate: AdmissionGate, project_of: Callable[[Request], str]
     ) -> None:
@@ -90,6 +65,11 @@ class _Receiver:
         self.waiting_to_decode = 0
 
     async def export(self, request: Request, signal: Signal) -> Response:
+        response = await self._answer(request, signal)
+        self.ingestor.metrics.requests.labels("http", str(response.status_code)).inc()
+        return response
+
+    async def _answer(self, request: Request, signal: Signal) -> Response:
         media = _media_type(request)
         try:
             if media is None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from agentlat.api.models import BreakdownResponse, TimeseriesResponse
 from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id, otlp_protobuf
 from tests.servers import ServerProcess, wait_for
 
@@ -142,14 +143,15 @@ def ingest(server: ServerProcess, spans: list[SpanSpec]) -> None:
 
 def _settled(server: ServerProcess) -> bool:
     """Every trace analysed and rolled up: the breakdown counts all 30, the percentiles all 30."""
-    rows = server.get("/api/v1/breakdown", group_by="route", window="1h").json()["rows"]
-    traces = {r["group"]["route"]: r["traces"] for r in rows}
-    ttft = server.get("/api/v1/timeseries", metric="ttft", step="1h", window="1h").json()["series"]
-    previous = server.get("/api/v1/breakdown", group_by="route", window="3h").json()["rows"]
+    now = BreakdownResponse.model_validate(server.get("/api/v1/breakdown", group_by="route", window="1h").json())
+    ttft = TimeseriesResponse.model_validate(
+        server.get("/api/v1/timeseries", metric="ttft", step="1h", window="1h").json()
+    )
+    previous = BreakdownResponse.model_validate(server.get("/api/v1/breakdown", group_by="route", window="3h").json())
     return (
-        traces == {"/checkout": CHECKOUT, "/search": SEARCH}
-        and sum(p["count"] for s in ttft for p in s["points"]) == CHECKOUT + SEARCH
-        and sum(r["traces"] for r in previous) == CHECKOUT + SEARCH + 10
+        {r.group["route"]: r.traces for r in now.rows} == {"/checkout": CHECKOUT, "/search": SEARCH}
+        and sum(p.count for s in ttft.series for p in s.points) == CHECKOUT + SEARCH
+        and sum(r.traces for r in previous.rows) == CHECKOUT + SEARCH + 10
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,6 +137,24 @@ def test_keys_created_and_revoked_through_the_api(keyed: Keyed) -> None:
     revoke = httpx.delete(f"{keyed.server.url}/api/v1/keys/{created['key_id']}", headers=admin, timeout=30)
     assert revoke.status_code == 200
     assert httpx.get(f"{keyed.server.url}/api/v1/traces", headers=bearer(created["key"]), timeout=30).status_code == 401
+
+
+def test_keys_cli_through_the_api(keyed: Keyed) -> None:
+    """``agentlat keys ... --api`` reads the API's answers: the new key, the list, the revocation."""
+    env = {**os.environ, "AGENTLAT_API_KEY": keyed.keys["admin"], "COLUMNS": "200"}
+
+    def keys(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([AGENTLAT, "keys", *args, "--api", keyed.server.url], capture_output=True, text=True,
+                              env=env, timeout=120, check=True)  # fmt: skip
+
+    created = keys("create", "--project", "delta", "--name", "cli")
+    key = created.stdout.strip()
+    key_id = key.split("_")[1]
+    assert f"Created key {key_id} for project 'delta'" in created.stderr
+    listed = keys("list").stdout
+    assert key_id in listed and "delta" in listed and "cli" in listed and key not in listed
+    assert f"Revoked key {key_id}." in keys("revoke", key_id).stderr
+    assert key_id not in keys("list").stdout
 
 
 def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:

@@ -1,25 +1,45 @@
 """The dashboard's pure parts: number formats, budget lookups and colours, URL windows, the
-plotly figure builders and the tables pages build from API bodies."""
+plotly figure builders and the tables pages build from API answers (read into the query API's
+models, as the client reads them), and the client's errors."""
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, get_origin
 
 import pytest
 
 from agentlat.api.client import ApiClient, ApiError, Call
+from agentlat.api.models import (
+    AlertRule,
+    BreakdownRow,
+    BudgetsResponse,
+    DimensionsResponse,
+    Finding,
+    TimeseriesPoint,
+    TraceAnalysis,
+    TraceResponse,
+    TracesResponse,
+)
 from agentlat.api.windows import TimeRangeError
 from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import figures, fmt
-from agentlat.dashboard.budgets import LEVEL_COLOURS, NEUTRAL, BudgetBook, colour, level, parse_verdicts
+from agentlat.dashboard.budgets import LEVEL_COLOURS, NEUTRAL, BudgetBook, colour, level
 from agentlat.dashboard.page_budgets import records
 from agentlat.dashboard.page_routes import cell_styles, table
 from agentlat.dashboard.page_traces import what_if
 from agentlat.dashboard.state import Scope, describe_window, is_window, previous_window, step
 
-BUDGETS = {
-    "service": "shop",
+WINDOW = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"}
+BUDGETS = BudgetsResponse.model_validate({
+    "file": "budgets.yaml", "type": None, "primary": None, "secondary": None, "service": "shop",
+    "window": {"length": "1h", **WINDOW}, "status": "breach",
+    "counts": {"pass": 0, "breach": 1, "insufficient": 1}, "min_samples": {"p50": 30, "p95": 10, "p99": 10},
     "thresholds": {
         "default": {"e2e": {"p50": 2000.0, "p95": 3000.0}},
         "routes": {"/checkout": {"e2e": {"p50": 1000.0, "p95": None}, "ttft": {"p95": 150.0}}},
@@ -31,7 +51,7 @@ BUDGETS = {
         {"dimension": "route", "name": "/search", "source": "default", "metric": "e2e", "percentile": "p50",
          "budget_ms": 2000.0, "actual_ms": None, "count": 0, "min_samples": 30, "status": "insufficient", "line": 5},
     ],
-}  # fmt: skip
+})  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -66,7 +86,7 @@ def test_budget_lookup_prefers_the_route_and_honours_dropped_defaults() -> None:
 def test_levels_and_colours() -> None:
     assert (level(None, 1.0), level(1.0, None), level(2.0, 1.0)) == (None, None, "breach")
     assert (colour("ok"), colour("breach"), colour(None)) == (LEVEL_COLOURS["ok"], LEVEL_COLOURS["breach"], NEUTRAL)
-    [breach, insufficient] = parse_verdicts(BUDGETS)
+    [breach, insufficient] = BUDGETS.results
     assert (breach.name, breach.actual_ms, breach.status) == ("/checkout", 190.25, "breach")
     assert (insufficient.actual_ms, insufficient.source) == (None, "default")
 
@@ -100,6 +120,72 @@ def test_calls_and_errors() -> None:
     assert isinstance(answer, ApiError) and (answer.status, answer.path) == (0, "/api/v1/groups")
 
 
+# What the fake server below answers, by path: a traces list with a column the store added (rows keep
+# extras), a groups answer whose count is text, and a percentiles answer with a key no version has.
+ODD_ANSWERS = {
+    "/api/v1/traces": {"window": WINDOW, "traces": [
+        {"trace_id": "ab" * 16, "start_ns": 1, "has_root": True, "duration_ns": 2_000_000, "root_name": "r",
+         "service": "shop", "route": "/a", "agent": "x", "span_count": 3, "model_calls": 1, "tool_calls": 1,
+         "errors": 0, "start": "2026-01-01T00:00:00Z", "duration_ms": 2.0, "new_column": 7}]},
+    "/api/v1/groups": {"window": WINDOW, "filters": {}, "group_by": ["route"],
+                       "rows": [{"group": {"route": "/a"}, "count": 3}, {"group": {"route": "/b"}, "count": "many"}]},
+    "/api/v1/percentiles": {"metric": "e2e", "unit": "ms", "description": "", "source": "spans", "window": WINDOW,
+                            "filters": {}, "group_by": [], "rows": [], "colour": "blue"},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def odd_server() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 that answers ``ODD_ANSWERS`` (and text for any other path)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            body = json.dumps(ODD_ANSWERS[path]).encode() if path in ODD_ANSWERS else b"<html>a proxy</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_answers_are_models_that_pickle(odd_server: str) -> None:
+    """The dashboard caches answers with st.cache_data, which pickles them."""
+    with ApiClient(odd_server) as client:
+        [answer] = client.fetch([Call.of("/traces", window="1h")])
+    assert isinstance(answer, TracesResponse) and answer.traces[0].duration_ms == 2.0
+    assert answer.traces[0].model_extra == {"new_column": 7}
+    assert pickle.loads(pickle.dumps(answer)) == answer
+
+
+def test_an_answer_that_does_not_fit_its_model_is_an_api_error(odd_server: str) -> None:
+    with ApiClient(odd_server) as client:
+        groups, percentiles, text = client.fetch(
+            [Call.of("/groups"), Call.of("/percentiles", metric="e2e"), Call.of("/traces/" + "ab" * 16)]
+        )
+        with pytest.raises(ApiError, match=r"does not fit GroupsResponse at rows\.1\.count"):
+            client.get("/api/v1/groups")  # the command line's reads too
+    assert isinstance(groups, ApiError) and (groups.status, groups.path) == (200, "/api/v1/groups")
+    assert str(groups).startswith(
+        "/api/v1/groups answered 200: the answer does not fit GroupsResponse at rows.1.count: Input should be a "
+        "valid integer, unable to parse string as an integer (got 'many'); the server runs another version of "
+        "agentlat than this client ("
+    )
+    assert str(groups).endswith("): run the same version on both")
+    assert isinstance(percentiles, ApiError) and "PercentilesResponse at colour: Extra inputs" in percentiles.message
+    assert isinstance(text, ApiError) and text.message == "not JSON: '<html>a proxy</html>'"
+    assert pickle.loads(pickle.dumps(groups)).message == groups.message
+
+
 def test_streamlit_command_binds_loopback() -> None:
     command = streamlit_command(8599)
     assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboard/app.py")
@@ -109,11 +195,18 @@ def test_streamlit_command_binds_loopback() -> None:
 
 
 # --- figures --------------------------------------------------------------------------
+def stats(mean: float) -> dict[str, float | int]:
+    return {"count": 10, "p50": mean, "p95": mean, "p99": mean, "mean": mean}
+
+
 BREAKDOWN = [
-    {"group": {"route": "/a"}, "e2e": {"mean": 1000.0}, "model": {"mean": 600.0}, "tool": {"mean": 300.0},
-     "orchestration": {"mean": 100.0}, "share": {"model": 0.6, "tool": 0.3, "orchestration": 0.1}},
-    {"group": {"route": "/b"}, "e2e": {"mean": 200.0}, "model": {"mean": 200.0}, "tool": {"mean": 0.0},
-     "orchestration": {"mean": 0.0}, "share": {"model": 1.0, "tool": 0.0, "orchestration": 0.0}},
+    BreakdownRow.model_validate(row)
+    for row in (
+        {"group": {"route": "/a"}, "e2e": stats(1000.0), "model": stats(600.0), "tool": stats(300.0),
+         "orchestration": stats(100.0), "traces": 10, "share": {"model": 0.6, "tool": 0.3, "orchestration": 0.1}},
+        {"group": {"route": "/b"}, "e2e": stats(200.0), "model": stats(200.0), "traces": 10,  # rollups without tools
+         "share": {"model": 1.0, "tool": 0.0, "orchestration": 0.0}},
+    )
 ]  # fmt: skip
 
 
@@ -128,7 +221,7 @@ def test_split_bars_stack_the_parts_per_route() -> None:
 
 
 def test_timeseries_lines_and_budget_lines() -> None:
-    points = [{"t": "2026-01-01T00:00:00Z", "p50": 1.0, "p95": 2.0, "p99": 3.0}]
+    points = [TimeseriesPoint(t="2026-01-01T00:00:00Z", count=3, p50=1.0, p95=2.0, p99=3.0)]
     fig = figures.timeseries(points, "TTFT", {"p95": 150.0}, ("2025-12-31T23:00:00Z", "2026-01-01T00:10:00Z"))
     assert fig.layout.xaxis.range == ("2025-12-31T23:00:00Z", "2026-01-01T00:10:00Z")  # the whole window
     assert [(t.name, t.y) for t in fig.data] == [("p50", (1.0,)), ("p95", (2.0,)), ("p99", (3.0,))]
@@ -136,31 +229,45 @@ def test_timeseries_lines_and_budget_lines() -> None:
     assert fig.layout.annotations[0].text == "p95 budget 150 ms"
 
 
-def span(span_id: str, parent: str, name: str, start: int, ms: int, role: str = "other", **extra: object) -> dict:
-    derived = {"Role": role, **extra.pop("derived", {})}  # type: ignore[dict-item]
-    return {"span_id": span_id, "parent_span_id": parent, "name": name, "start_ns": start * 1_000_000,
-            "duration_ns": ms * 1_000_000, "status_code": extra.pop("status", "Unset"),
-            "attributes": extra.pop("attributes", {}), "derived": derived}  # fmt: skip
+def span(span_id: str, parent: str, name: str, start: int, ms: int, role: str = "other", **extra: Any) -> dict:
+    derived = {"Role": role, **extra.pop("derived", {})}
+    return {"trace_id": "t", "span_id": span_id, "parent_span_id": parent, "name": name, "kind": "Internal",
+            "service": "shop", "start_ns": start * 1_000_000, "duration_ns": ms * 1_000_000,
+            "status_code": extra.pop("status", "Unset"), "status_message": "",
+            "attributes": extra.pop("attributes", {}), "resource": {}, "scope_name": "", "scope_version": "",
+            "flags": [], "start": "2026-01-01T00:00:00Z", "duration_ms": float(ms), "events": [],
+            "derived": derived}  # fmt: skip
 
 
-TRACE = {
-    "trace_id": "t",
-    "analysis": {
-        "start_ns": 0,
-        "critical_path": ["r", "m", "t2"],
-        "segments": [
-            {"span_id": "m", "start_ns": 0, "end_ns": 100_000_000, "category": "model", "phase": "prefill"},
-            {"span_id": "t2", "start_ns": 100_000_000, "end_ns": 300_000_000, "category": "tool", "phase": ""},
+def analysis(**fields: Any) -> dict[str, Any]:
+    """A trace's analysis as ``/traces/{id}`` answers it: ``fields`` over zeros and empty values."""
+    zero = {int: 0, float: 0.0, bool: False, str: ""}  # lists empty, the optional numbers null
+    blank = {name: zero.get(info.annotation, [] if get_origin(info.annotation) is list else None)
+             for name, info in TraceAnalysis.model_fields.items()}  # fmt: skip
+    return {**blank, "trace_id": "t", "analysed_at": "2026-01-01T00:00:01Z", **fields}
+
+
+TRACE = TraceResponse.model_validate(
+    {
+        "trace_id": "t",
+        "analysis": analysis(
+            start_ns=0,
+            critical_path=["r", "m", "t2"],
+            segments=[
+                {"span_id": "m", "start_ns": 0, "end_ns": 100_000_000, "category": "model", "phase": "prefill"},
+                {"span_id": "t2", "start_ns": 100_000_000, "end_ns": 300_000_000, "category": "tool", "phase": ""},
+            ],
+        ),
+        "spans": [
+            span("t1", "r", "execute_tool a", 100, 50, "tool", status="Error"),
+            span("r", "", "invoke_agent x", 0, 300, "agent"),
+            span("m", "r", "chat m", 0, 100, "model", derived={"QueueMs": 10.0, "PrefillMs": 20.0, "DecodeMs": 70.0}),
+            span("t2", "r", "execute_tool b", 100, 200, "tool"),
+            span("p", "m2", "prefill", 400, 5, "model", attributes={"agentlat.phase": "prefill"}),
         ],
-    },
-    "spans": [
-        span("t1", "r", "execute_tool a", 100, 50, "tool", status="Error"),
-        span("r", "", "invoke_agent x", 0, 300, "agent"),
-        span("m", "r", "chat m", 0, 100, "model", derived={"QueueMs": 10.0, "PrefillMs": 20.0, "DecodeMs": 70.0}),
-        span("t2", "r", "execute_tool b", 100, 200, "tool"),
-        span("p", "m2", "prefill", 400, 5, "model", attributes={"agentlat.phase": "prefill"}),
-    ],
-}
+        "events": [],
+    }
+)
 
 
 def test_waterfall_orders_the_tree_and_marks_the_critical_path() -> None:
@@ -188,30 +295,36 @@ def test_waterfall_figure_fades_spans_off_the_path() -> None:
     assert figures.tick_labels(["x" * 60])[0] == "x" * 47 + "…"
 
 
+def finding(kind: str, saving_ms: float, evidence: dict[str, Any], route: str = "/a", requests: int = 10) -> Finding:
+    return Finding(kind=kind, route=route, title=kind, lever="change it", evidence=evidence,
+                   saving_ms_per_request=saving_ms, requests=requests,
+                   total_saving_s=saving_ms * requests / 1000)  # fmt: skip
+
+
 def test_budget_bars_and_evidence() -> None:
-    fig = figures.budget_bars(parse_verdicts(BUDGETS))
+    fig = figures.budget_bars(BUDGETS.results)
     [bars] = fig.data
     assert bars.y == ("/checkout · ttft p95",) and bars.x == pytest.approx((190.25 / 150 * 100,))
     assert bars.marker.color == (LEVEL_COLOURS["breach"],)  # the verdict without data has no bar
-    finding = {"kind": "speculative_decoding", "saving_ms_per_request": 50.0,
-               "evidence": {"long_calls": 30, "decode_ms": 900.0, "assumed_speedup": 1.5}}  # fmt: skip
-    assert figures.evidence_values(finding) == [("decode now", 900.0), ("with speculation (assumed)", 600.0)]
-    other = {"kind": "new_rule", "saving_ms_per_request": 1.0, "evidence": {"wait_ms": 5, "calls": 3}}
+    speculation = finding("speculative_decoding", 50.0, {"long_calls": 30, "decode_ms": 900.0, "assumed_speedup": 1.5})
+    assert figures.evidence_values(speculation) == [("decode now", 900.0), ("with speculation (assumed)", 600.0)]
+    assert figures.evidence(speculation).layout.title.text == "saves 50.0 ms per request"
+    other = finding("new_rule", 1.0, {"wait_ms": 5, "calls": 3})
     assert figures.evidence_values(other) == [("wait_ms", 5.0)]
-    ranking = figures.savings_ranking([{"route": "/a", "kind": "parallel_tools", "total_saving_s": 4.0}])
+    ranking = figures.savings_ranking([finding("parallel_tools", 100.0, {}, requests=40)])
     assert ranking.data[0].y == ("/a · parallel tools",) and ranking.data[0].text == ("4.0 s",)
 
 
 # --- page tables ----------------------------------------------------------------------
-DIMENSIONS = {
-    "dimension": "route",
+DIMENSIONS = DimensionsResponse.model_validate({
+    "dimension": "route", "unit": "ms", "source": "rollups", "window": WINDOW, "filters": {"service": "shop"},
     "metrics": ["e2e", "itl"],
     "rows": [
         {"name": "/checkout", "count": 20, "errors": 0, "error_rate": 0.0, "cache_hit_rate": 0.125,
          "spec_acceptance": None, "metrics": {"e2e": {"count": 20, "p50": 1095.0, "p95": 1180.5, "p99": 1188.1},
                                               "itl": {"count": 0, "p50": None, "p95": None, "p99": None}}},
     ],
-}  # fmt: skip
+})  # fmt: skip
 
 
 def test_routes_table_and_budget_colours() -> None:
@@ -227,18 +340,26 @@ def test_routes_table_and_budget_colours() -> None:
 
 
 def test_what_if_table() -> None:
-    analysis = {"e2e_ms": 1000.0, "parallelisable": [
-        {"tools": ["a", "b"], "saving_ms": 200.0, "on_critical_path": True},
-        {"tools": ["c", "d"], "saving_ms": 0.0, "on_critical_path": False},
-    ]}  # fmt: skip
-    assert what_if(analysis).values.tolist() == [
+    groups = [
+        {"span_ids": ["1", "2"], "tools": ["a", "b"], "saving_ms": 200.0, "on_critical_path": True},
+        {"span_ids": ["3", "4"], "tools": ["c", "d"], "saving_ms": 0.0, "on_critical_path": False},
+    ]
+    parallel = TraceAnalysis.model_validate(analysis(e2e_ms=1000.0, parallelisable=groups))
+    assert what_if(parallel).values.tolist() == [
         ["a, b", "200 ms", "800 ms", "yes"],
         ["c, d", "0.00 ms", "1,000 ms", "no"],
     ]
-    assert what_if({"e2e_ms": 1.0, "parallelisable": []}).empty
+    assert what_if(TraceAnalysis.model_validate(analysis(e2e_ms=1.0))).empty
 
 
 def test_alert_records_show_nested_values_as_json() -> None:
-    body = {"rules": [{"name": "p99 drift", "labels": {"route": "/chat"}, "for": "5m"}]}
-    assert records(body, "rules").values.tolist() == [["p99 drift", '{"route": "/chat"}', "5m"]]
-    assert records(body, "events").empty
+    rule = AlertRule.model_validate({
+        "alert": "p99 drift", "severity": "warning", "type": "drift", "metric": "e2e", "percentile": "p99",
+        "condition": "E2E p99 up 50%", "window": "1h", "by": ["route"], "match": {"route": "/chat"}, "for": "5m",
+        "keep_firing_for": "0s", "min_samples": 20, "line": 3, "state": "inactive",
+        "inactive": 1, "pending": 0, "firing": 0, "resolved": 0,
+    })  # fmt: skip
+    [row] = records([rule]).to_dict("records")
+    assert list(row)[:3] == ["alert", "severity", "type"] and row["percentile"] == "p99"  # the API's keys, in order
+    assert (row["by"], row["match"], row["for"]) == ('["route"]', '{"route": "/chat"}', "5m")
+    assert records([]).empty

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
 
+from agentlat.api.client import ApiClient
+from agentlat.api.models import ANSWERS
+from agentlat.server.routes import ROUTERS
 from tests.otlp_payloads import MS, SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess, wait_for
 
@@ -198,3 +203,38 @@ def test_openapi_docs_and_health(server: ServerProcess) -> None:
     assert server.get("/healthz").json() == {"status": "ok"}
     ready = server.get("/readyz").json()
     assert ready["status"] == "ok" and ready["problems"] == []
+
+
+def test_the_client_reads_each_route_into_the_model_its_router_declares() -> None:
+    """``ANSWERS``, what the client reads answers into, is the routers' ``response_model``, route for route."""
+    declared = {
+        f"{method} {route.path}": route.response_model
+        for router in ROUTERS
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.path.startswith("/api/v1/")
+        for method in route.methods
+    }
+    assert declared == ANSWERS
+
+
+def test_the_client_reads_answers_back_to_the_same_json(server: ServerProcess, known_data: float) -> None:
+    """A model dumped by alias (what the CLI prints) is the JSON the server sent: keys, their order, nulls."""
+    percentiles(server, 100, metric="tool", service="pct-svc", window="2h")
+    [trace] = server.get("/api/v1/traces", service="pct-svc", limit=1, window="2h").json()["traces"]
+    reads = [
+        ("/api/v1/percentiles", {"metric": "ttft", "group_by": "model", "service": "pct-svc", "window": "2h"}),
+        ("/api/v1/traces", {"service": "pct-svc", "sort": "slowest", "window": "2h"}),
+        (f"/api/v1/traces/{trace['trace_id']}", {}),
+        ("/api/v1/advice", {"window": "2h"}),
+    ]
+    sent: list[httpx.Response] = []
+
+    def keep(response: httpx.Response) -> None:
+        response.read()
+        sent.append(response)
+
+    with ApiClient(server.url) as client:
+        client._client.event_hooks = {"response": [keep]}  # the very answer the client read
+        for path, params in reads:
+            dumped = client.get(path, **params).model_dump(mode="json", by_alias=True)
+            assert json.dumps(dumped) == json.dumps(sent.pop().json()), path

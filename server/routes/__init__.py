@@ -1,7 +1,9 @@
-"""The query API's routers, one module per resource, defined at module level; ``create_app``
-includes ``ROUTERS``. What they share (the store, the caller's project, the span filter,
-``group_by``, the ``source`` rule) are FastAPI dependencies in ``deps``; their answers are
-the models of ``agentlat.api.models``."""
+"""The server's routers, one module per resource, defined at module level: OTLP/HTTP ingest,
+health and metrics, and the query API. ``create_app`` includes ``ROUTERS``.
+
+What they share (the store, the caller's project, the span filter, ``group_by``, the
+``source`` rule) are FastAPI dependencies in ``deps``; the query API's answers are the models
+of ``agentlat.api.models``."""
 
 from agentlat.server.routes import (
     advice,
@@ -10,6 +12,8 @@ from agentlat.server.routes import (
     budgets,
     dimensions,
     groups,
+    health,
+    ingest,
     keys,
     metric_points,
     percentiles,
@@ -20,6 +24,8 @@ from agentlat.server.routes import (
 ROUTERS = tuple(
     module.router
     for module in (
-        percentiles, breakdown, groups, timeseries, dimensions, advice, traces, metric_points, budgets, alerts, keys
+        ingest, health,
+        percentiles, breakdown, groups, timeseries, dimensions, advice, traces, metric_points,
+        budgets, alerts, keys,
     )
 )  # fmt: skip
