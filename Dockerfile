@@ -11,6 +11,10 @@ COPY collector collector
 COPY store store
 COPY alerts alerts
 COPY dashboard dashboard
+COPY budgets budgets
+COPY api api
+COPY server server
+COPY cli cli
 RUN /opt/agentlat/bin/pip install '.[server,demo]'
 
 FROM python:3.12-slim
