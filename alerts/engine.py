@@ -14,7 +14,10 @@ Notifications follow Alertmanager: firing alerts that are neither silenced nor i
 firing alert of higher severity with otherwise equal labels mutes them) are grouped per
 receiver by ``notify.group_by``; a new group waits ``group_wait``, a changed group (a new
 firing alert, or a resolved one with ``send_resolved``) waits ``group_interval`` after its
-last message, and an unchanged firing group repeats every ``repeat_interval``. Each
+last message, and an unchanged firing group repeats every ``repeat_interval``. Those times are
+kept between evaluations (``next_flush_at`` says when to flush next), and a message tells
+whatever happened since the last one: an alert that fired and resolved before its group's
+first message is still sent, as resolved, so a short spike is never lost. Each
 notification has an id derived from its group and sequence number, so deciding it again
 after a crash yields the same id and the outbox keeps one.
 """
@@ -84,6 +87,7 @@ class Group:
     last_sent_at: int | None = None
     seq: int = 0
     notified: list[str] = field(default_factory=list)  # fingerprints sent as firing in the last message
+    seen: list[str] = field(default_factory=list)  # fingerprints that fired since the last message
 
     @property
     def key(self) -> str:
@@ -273,7 +277,22 @@ class Engine:
 
     def flush(self, now: int) -> list[Notification]:
         """The notifications due at ``now``."""
-        members: dict[tuple[str, str], list[Alert]] = {}
+        out = []
+        for key, firing in self._members(now).items():
+            notification = self._flush_group(self.groups[key], firing, now)
+            if notification is not None:
+                out.append(notification)
+        return out
+
+    def next_flush_at(self, now: int) -> int | None:
+        """When the next notification falls due if nothing changes (``flush`` then), None if none will."""
+        members = self._members(now)
+        times = [due for key, firing in members.items() if (due := self._due_at(self.groups[key], firing, now))]
+        return min(times, default=None)
+
+    def _members(self, now: int) -> dict[tuple[str, str], list[Alert]]:
+        """Every group and its firing, unmuted alerts (sorted); a group is made when its first alert fires."""
+        members: dict[tuple[str, str], list[Alert]] = {key: [] for key in self.groups}
         for alert in self.alerts.values():
             if alert.state != "firing" or self.muted(alert, now):
                 continue
@@ -283,34 +302,44 @@ class Engine:
                 if key not in self.groups:
                     self.groups[key] = Group(alert.project, receiver, labels, created_at=now)
                 members.setdefault(key, []).append(alert)
-        out = []
-        for key, group in list(self.groups.items()):
-            notification = self._flush_group(group, sorted(members.get(key, []), key=lambda a: a.fingerprint), now)
-            if notification is not None:
-                out.append(notification)
-        return out
+        for key, firing in members.items():
+            firing.sort(key=lambda a: a.fingerprint)
+            group = self.groups[key]
+            if new := [a.fingerprint for a in firing if a.fingerprint not in group.seen]:
+                group.seen = group.seen + new
+                self._dirty_groups.add(key)
+        return members
 
-    def _flush_group(self, group: Group, firing: list[Alert], now: int) -> Notification | None:
-        notify = self.config.notify
-        key = (group.project, group.key)
-        fps = [a.fingerprint for a in firing]
-        resolved = [  # notified as firing, no longer firing, not silenced (muted ones drop out without a word)
-            alert for fp in group.notified if fp not in fps
+    def _resolved(self, group: Group, firing: list[Alert], now: int) -> list[Alert]:
+        """Alerts the group's message should report resolved: those it last sent as firing (with
+        ``send_resolved``), and always those that fired since and resolved before being sent."""
+        fps = {a.fingerprint for a in firing}
+        told = group.notified if self.config.notify.send_resolved else []
+        candidates = dict.fromkeys([*told, *(fp for fp in group.seen if fp not in group.notified)])
+        return [  # no longer firing, not silenced (muted ones drop out without a word)
+            alert for fp in candidates if fp not in fps
             and (alert := self.alerts.get((group.project, fp))) is not None and alert.state != "firing"
             and not self.silenced(alert, now)
         ]  # fmt: skip
-        resolved = resolved if notify.send_resolved else []
+
+    def _due_at(self, group: Group, firing: list[Alert], now: int) -> int | None:
+        notify = self.config.notify
+        resolved = self._resolved(group, firing, now)
         if group.last_sent_at is None:
-            due = bool(firing) and now - group.created_at >= notify.group_wait
-            repeat = False
-        else:
-            changed = bool(set(fps) - set(group.notified)) or bool(resolved)
-            waited = now - group.last_sent_at
-            due = waited >= notify.group_interval if changed else bool(firing) and waited >= notify.repeat_interval
-            repeat = not changed
-        sent = self._notification(group, firing, resolved, now, repeat) if due else None
-        if sent is not None:
-            group.last_sent_at, group.notified = now, fps
+            return group.created_at + notify.group_wait if firing or resolved else None
+        if _changed(group, firing, resolved):
+            return group.last_sent_at + notify.group_interval
+        return group.last_sent_at + notify.repeat_interval if firing else None
+
+    def _flush_group(self, group: Group, firing: list[Alert], now: int) -> Notification | None:
+        key = (group.project, group.key)
+        resolved = self._resolved(group, firing, now)
+        due_at = self._due_at(group, firing, now)
+        sent = None
+        if due_at is not None and now >= due_at:
+            repeat = group.last_sent_at is not None and not _changed(group, firing, resolved)
+            sent = self._notification(group, firing, resolved, now, repeat)
+            group.last_sent_at, group.notified, group.seen = now, [a.fingerprint for a in firing], []
             self._dirty_groups.add(key)
         if not firing and (sent is not None or not resolved):
             del self.groups[key]
@@ -360,6 +389,11 @@ class Engine:
         )
         self._dirty_alerts, self._dirty_groups, self._gone_alerts, self._gone_groups = set(), set(), set(), set()
         return changes
+
+
+def _changed(group: Group, firing: list[Alert], resolved: list[Alert]) -> bool:
+    """A new firing alert since the group's last message, or one to report resolved."""
+    return bool({a.fingerprint for a in firing} - set(group.notified)) or bool(resolved)
 
 
 class _Blank(dict):

@@ -19,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,17 +76,36 @@ class Evaluator:
 
     def evaluate(self, now: int) -> Step:
         """One evaluation at ``now`` (unix seconds)."""
+        step = self._decide(self._evaluate, now)
+        self.last = step
+        return step
+
+    def flush(self, now: int) -> Step:
+        """The notifications due at ``now`` between evaluations (a group's wait ending), stored in the outbox."""
+        return self._decide(self._flush, now)
+
+    def next_flush_at(self, now: int) -> int | None:
+        """When a notification falls due next if no evaluation changes anything."""
+        with self.lock:
+            return self.engine.next_flush_at(now)
+
+    def _decide(self, decide: Callable[[int], Step], now: int) -> Step:
         if self._stale:
             with self.lock:
-                self._load()  # forget what was decided but not stored; this evaluation decides it again
+                self._load()  # forget what was decided but not stored; this step decides it again
             self._stale = False
         try:
-            step = self._evaluate(now)
+            return decide(now)
         except StoreError:
             self._stale = True
             raise
-        self.last = step
-        return step
+
+    def _flush(self, now: int) -> Step:
+        with self.lock:
+            notifications = self.engine.flush(now)
+            changes = self.engine.take_changes()
+        self._persist([], notifications, changes)
+        return Step(now, self.config.window_end(now), (), tuple(notifications))
 
     def _evaluate(self, now: int) -> Step:
         """Store reads happen outside the lock, so the API's snapshots never wait on them."""
@@ -222,10 +241,13 @@ def replay(
     data = {(p, r.key): source.fetch(p, r, ends) for p in chosen for r in config.rules} if times else {}
     transitions: list[Transition] = []
     notifications: list[Notification] = []
-    for now, window_end in zip(times, ends, strict=True):
+    for now, window_end, until in zip(times, ends, [*times[1:], end + 1], strict=True):
         for project in chosen:
             for rule in config.rules:
                 observed = _observed(engine, project, rule, data[(project, rule.key)], window_end)
                 transitions += engine.observe(now, project, rule, observed)
         notifications += engine.flush(now)
+        while (due := engine.next_flush_at(now)) is not None and due < until:  # as the live service flushes
+            now = max(due, now + 1)
+            notifications += engine.flush(now)
     return Replay(start, end, step, len(times), chosen, tuple(transitions), tuple(notifications))

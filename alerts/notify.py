@@ -211,18 +211,20 @@ class Courier:
 
     def _record(self, item: dict[str, Any], delivery: Delivery, now: float) -> None:
         attempts = item["attempts"] + 1
-        row = {**item, "attempts": attempts, "last_error": "", "version": max(time.time_ns(), item["version"] + 1)}
+        row = {**item, "attempts": attempts, "version": max(time.time_ns(), item["version"] + 1)}
         what = f"notification {item['id'][:12]} ({title(json.loads(item['payload']))}) to {item['receiver']}"
         if delivery.outcome == "sent":
             row.update(delivery="sent", sent_ms=int(now * 1000))
             log.info("sent %s", what)
         elif delivery.outcome == "retry" and now - item["created_at"] < self.give_up_after:
             wait = delivery.retry_after or min(2.0 ** (attempts - 1), MAX_BACKOFF)
-            row.update(last_error=delivery.detail, next_attempt_ms=int((now + wait) * 1000))
+            row.update(
+                last_error=failed_attempt(item, attempts, delivery.detail), next_attempt_ms=int((now + wait) * 1000)
+            )
             log.warning("%s: %s; retrying in %.0f s (attempt %d)", what, delivery.detail, wait, attempts)
         else:
             gave_up = " (gave up retrying after a day)" if delivery.outcome == "retry" else ""
-            row.update(delivery="failed", last_error=delivery.detail + gave_up)
+            row.update(delivery="failed", last_error=failed_attempt(item, attempts, delivery.detail + gave_up))
             log.error("%s was not delivered and will not be retried: %s%s", what, delivery.detail, gave_up)
         self.tables.write_outbox([row])
 
@@ -241,3 +243,13 @@ class Courier:
     def close(self) -> None:
         for notifier in self.notifiers.values():
             notifier.close()
+
+
+MAX_ERRORS_KEPT = 10
+
+
+def failed_attempt(item: Mapping[str, Any], attempt: int, detail: str) -> str:
+    """The outbox row's error history (``LastError``) with this failed attempt added: one line per
+    failed attempt, the last ``MAX_ERRORS_KEPT``, kept when a later attempt succeeds."""
+    lines = [*filter(None, (item.get("last_error") or "").split("\n")), f"attempt {attempt}: {detail}"]
+    return "\n".join(lines[-MAX_ERRORS_KEPT:])

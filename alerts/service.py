@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from agentlat.alerts.evaluator import Evaluator
+from agentlat.alerts.evaluator import Evaluator, Step
 from agentlat.alerts.notify import Courier, Notifier, build_notifiers
 from agentlat.alerts.receivers import effective_receivers
 from agentlat.alerts.rules import AlertConfig, AlertRulesError
@@ -77,18 +77,34 @@ class AlertService:
                  self.config.evaluation_interval)  # fmt: skip
 
     def _evaluate_loop(self) -> None:
+        """Evaluate every ``evaluation_interval``; between evaluations, wake when a group's wait
+        ends, so a notification is sent on time (not at the next evaluation, when the alert may
+        already have resolved)."""
+        next_evaluation = 0.0
         while not self._stop.is_set():
-            self._reload()
-            try:
-                step = self.evaluator.evaluate(int(self.clock()))
-                if step.notifications:
-                    self.courier.wake.set()
-            except StoreError as exc:
-                log.warning("alert evaluation failed, will retry: %s", exc)
-            except Exception:
-                log.exception("alert evaluation failed")
-            interval = self.config.evaluation_interval
-            self._stop.wait(interval - self.clock() % interval)
+            now = self.clock()
+            if now >= next_evaluation:
+                self._reload()
+                done = self._step(self.evaluator.evaluate, int(now))
+                interval = self.config.evaluation_interval
+                next_evaluation = now - now % interval + interval
+            else:
+                done = self._step(self.evaluator.flush, int(now))
+            due = self.evaluator.next_flush_at(int(now)) if done else None  # failed: retry at the next evaluation
+            wake = next_evaluation if due is None else min(next_evaluation, due)
+            self._stop.wait(max(wake - self.clock(), 0.05))
+
+    def _step(self, decide: Callable[[int], Step], now: int) -> bool:
+        """Run one evaluation or flush; False when it failed (logged)."""
+        try:
+            if decide(now).notifications:
+                self.courier.wake.set()
+            return True
+        except StoreError as exc:
+            log.warning("alert evaluation failed, will retry: %s", exc)
+        except Exception:
+            log.exception("alert evaluation failed")
+        return False
 
     def _reload(self) -> None:
         if not self.rules.changed():

@@ -78,7 +78,8 @@ def notification_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "id": row["id"], "time": message.iso(row["created_at"]), "receiver": row["receiver"],
         "status": row["status"], "title": message.title(payload), "alerts": len(payload["alerts"]),
-        "delivery": row["delivery"], "attempts": row["attempts"], "last_error": row["last_error"] or None,
+        "delivery": row["delivery"], "attempts": row["attempts"],
+        "last_error": errors[-1] if (errors := (row["last_error"] or "").splitlines()) else None, "errors": errors,
         "sent_at": message.iso(row["sent_ms"] // 1000) if row["sent_ms"] is not None else None,
     }  # fmt: skip
 

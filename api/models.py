@@ -484,7 +484,8 @@ class AlertNotification(Answer):
     alerts: int
     delivery: str
     attempts: int
-    last_error: str | None
+    last_error: str | None = Field(description="the latest failed attempt, kept after a retry succeeds")
+    errors: list[str] = Field(description="every failed attempt, oldest first (the last 10)")
     sent_at: str | None
 
 

@@ -293,3 +293,58 @@ def test_burn_rate_needs_both_windows(long: tuple[int, int], short: tuple[int, i
     obs = conditions.burn_rate(BURN_RULE, {}, lambda seconds: long if seconds == 3600 else short)
     assert obs.holds is expected
     assert obs.value == pytest.approx(long[1] / long[0] / 0.01)
+
+
+class TimedDriver(Driver):
+    """Evaluates every 60 s like the live service and, between evaluations, flushes when
+    ``next_flush_at`` says a group's wait ends (``AlertService._evaluate_loop``)."""
+
+    def until(self, t: int) -> None:
+        while (due := self.engine.next_flush_at(T0 + t)) is not None and due < T0 + t:
+            for n in self.engine.flush(due):
+                described = [f"{a['labels']['route']} {a['status']}" for a in n.payload["alerts"]]
+                self.notifications.append((due - T0, n.status, described))
+
+    def evaluate(self, t: int, rule: Rule, obs: Observation) -> None:
+        self.until(t)
+        found = self.engine.observe(T0 + t, P, rule, [obs])
+        self.transitions += [(x.time - T0, x.labels["route"], x.from_state, x.to_state) for x in found]
+        for n in self.engine.flush(T0 + t):
+            self.notifications.append(
+                (t, n.status, [f"{a['labels']['route']} {a['status']}" for a in n.payload["alerts"]])
+            )
+
+
+def test_an_alert_that_fires_and_resolves_within_an_interval_is_sent_at_its_group_wait() -> None:
+    eng, [rule] = engine(rules(SLOW + "}"))  # group_wait 30 s, evaluated every 60 s
+    run = TimedDriver(eng)
+    run.evaluate(0, rule, holds())
+    assert eng.next_flush_at(T0) == T0 + 30
+    run.evaluate(60, rule, clear())
+    run.until(400)
+    assert run.transitions == [
+        (0, "/a", "inactive", "pending"),
+        (0, "/a", "pending", "firing"),
+        (60, "/a", "firing", "resolved"),
+    ]
+    assert run.notifications == [(30, "firing", ["/a firing"]), (330, "resolved", ["/a resolved"])]
+
+
+def test_an_alert_resolved_before_its_group_wait_ends_is_still_told() -> None:
+    notify = "{group_by: [alertname], group_wait: 2m, group_interval: 5m, repeat_interval: 1h, send_resolved: false}"
+    eng, [rule] = engine(rules(SLOW + "}", notify))
+    run = TimedDriver(eng)
+    run.evaluate(0, rule, holds())
+    run.evaluate(60, rule, clear())
+    run.until(1000)
+    assert run.notifications == [(120, "resolved", ["/a resolved"])]  # fired at 0, cleared at 60: a spike, told once
+    assert eng.groups == {} and eng.next_flush_at(T0 + 1000) is None
+
+
+def test_a_group_sent_once_waits_its_interval_between_evaluations() -> None:
+    eng, [rule] = engine(rules(SLOW + "}"))
+    run = TimedDriver(eng)
+    for t in range(0, 3601, 60):
+        run.evaluate(t, rule, holds())
+    run.until(3661)
+    assert [(t, status) for t, status, _ in run.notifications] == [(30, "firing"), (3630, "firing")]  # repeat: 1 h

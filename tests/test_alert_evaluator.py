@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from agentlat.alerts.evaluator import Evaluator, replay
 from agentlat.alerts.notify import Courier, build_notifiers
 from agentlat.alerts.rules import AlertConfig
 from agentlat.alerts.rules_file import parse_rules
+from agentlat.alerts.service import AlertService
 from agentlat.store import Store
 from tests.alert_data import load, per_minute, tool_spans
 from tests.fake_slack import FakeSlack, fake_slack
@@ -251,3 +253,42 @@ def test_replay_shows_what_would_have_fired_and_when(embedded_store: Store) -> N
     assert fired == [(-540, "pending"), (-540, "firing"), (600, "resolved")]  # E to E+400 had no data: kept firing
     assert [(n.time - E, n.status) for n in result.notifications] == [(-540, "firing"), (600, "resolved")]
     assert result.evaluations == 60 and embedded_store.alerts.events(p, E - 3600, E + 3600) == []
+
+
+@pytest.mark.parametrize(
+    ("group_wait", "expected"),
+    [("90s", [(90, "firing")]), ("10m", [(600, "resolved")])],  # between evaluations; after it resolved: still told
+)
+def test_replay_sends_at_the_group_wait_as_the_live_service_does(
+    embedded_store: Store, group_wait: str, expected: list[tuple[int, str]]
+) -> None:
+    p = f"ae-replay-wait-{group_wait}"
+    load(embedded_store, series(p, E - 1800, 29, 40, 100.0), series(p, E - 60, 1, 40, 900.0),
+         series(p, E, 20, 40, 100.0))  # fmt: skip
+    rules = THRESHOLD.replace("group_wait: 0s", f"group_wait: {group_wait}, send_resolved: false")
+    result = replay(embedded_store, parse_rules(rules), ["team"], DASH, E - 1800, E + 1800, [p])
+    assert [(t.time - E, t.to_state) for t in result.transitions] == [(0, "pending"), (0, "firing"), (300, "resolved")]
+    assert [(n.time - E, n.status) for n in result.notifications] == expected
+
+
+def test_the_service_sends_when_the_group_wait_ends_not_at_the_next_evaluation(
+    embedded_store: Store, slack: FakeSlack, tmp_path: Path
+) -> None:
+    p = "ae-service-wait"
+    load(embedded_store, series(p, E - 300, 6, 40, 900.0))
+    rules = tmp_path / "rules.yaml"
+    text = "evaluation_interval: 20s\n" + THRESHOLD.replace("group_wait: 0s", "group_wait: 2s") + SLACK
+    rules.write_text(text)
+    offset = time.time() - (E + 5)  # the service's clock reads E + 5 s now, and runs on
+    service = AlertService(
+        embedded_store, rules, {"SLACK": slack.url}, clock=lambda: time.time() - offset, projects=[p]
+    )
+    started = time.monotonic()
+    service.start()
+    try:
+        wait_for(lambda: len(slack.delivered) >= 1, timeout=15)
+        waited = time.monotonic() - started
+    finally:
+        service.stop()
+    assert [m["text"].split(" — ")[0] for m in slack.delivered] == [":rotating_light: FIRING: ToolSlow (warning)"]
+    assert 1.0 <= waited < 10.0  # the group wait (2 s from a whole second), not the next evaluation (20 s later)

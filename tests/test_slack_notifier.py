@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentlat.alerts import views
 from agentlat.alerts.conditions import Observation
 from agentlat.alerts.engine import Engine
 from agentlat.alerts.evaluator import outbox_row
@@ -155,6 +156,12 @@ def test_server_errors_and_timeouts_are_retried_without_duplicates_or_loss(embed
     rows = outbox.rows()
     assert (rows[first]["attempts"], rows[second]["attempts"]) == (3, 2)
     assert {r["delivery"] for r in rows.values()} == {"sent"}
+    shown = {ident: views.notification_dict(row) for ident, row in rows.items()}  # as /api/v1/alerts/events shows them
+    [failed_1, failed_2] = shown[first]["errors"]  # the history stays after the retry that succeeded
+    assert failed_1.startswith("attempt 1: ") and "500" in failed_1 and "rollup_error" in failed_1
+    assert failed_2 == "attempt 2: no answer within 0.5 s" and shown[first]["last_error"] == failed_2
+    [only] = shown[second]["errors"]
+    assert only.startswith("attempt 1: ") and "503" in only
 
 
 def test_a_restart_sends_what_was_not_acknowledged_and_nothing_that_was(embedded_store: Store) -> None:
