@@ -324,6 +324,13 @@ class Verdict:
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @property
+    def over_so_far(self) -> bool:
+        """Too few samples to judge, but the samples there are already put it over its budget."""
+        return (
+            self.status == "insufficient" and self.actual_ms is not None and over_budget(self.actual_ms, self.budget_ms)
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Report:

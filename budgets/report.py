@@ -38,6 +38,11 @@ def budget(v: Verdict) -> str:
     return f"≤ {ms(v.budget_ms)}" + (" (default)" if v.source == "default" else "")
 
 
+def status_text(v: Verdict) -> str:
+    """The verdict, and for too few samples whether those there are already over budget."""
+    return f"{v.status}, over so far" if v.over_so_far else v.status
+
+
 def samples(v: Verdict) -> str:
     return f"{v.count} (needs {v.min_samples})" if v.status == "insufficient" else str(v.count)
 
@@ -47,7 +52,9 @@ def counted(report: Report) -> str:
     if not report.verdicts:
         return "no route or agent had data for any budget in this window"
     counts = report.counts()
-    return f"{counts['breach']} breached, {counts['insufficient']} insufficient data, {counts['pass']} passed"
+    over = sum(v.over_so_far for v in report.verdicts)
+    already = f" ({over} over budget so far)" if over else ""
+    return f"{counts['breach']} breached, {counts['insufficient']} insufficient data{already}, {counts['pass']} passed"
 
 
 def by_severity(report: Report) -> list[Verdict]:
@@ -69,11 +76,15 @@ def render_markdown(budgets: Budgets, report: Report, window: Mapping[str, str])
     if report.verdicts:
         lines += ["| status | target | check | budget | actual | samples |", "|---|---|---|---|---|---|"]
         lines += [
-            f"| {_MD_STATUS[v.status]} | {v.dimension} `{_md(v.name)}` | {check_name(v)} | {budget(v)} "
+            f"| {_md_status(v)} | {v.dimension} `{_md(v.name)}` | {check_name(v)} | {budget(v)} "
             f"| {ms(v.actual_ms)} | {samples(v)} |"
             for v in by_severity(report)
         ]
     return "\n".join(lines) + "\n"
+
+
+def _md_status(v: Verdict) -> str:
+    return _MD_STATUS[v.status] + (", over so far" if v.over_so_far else "")
 
 
 def _md(text: str) -> str:
@@ -106,7 +117,8 @@ def render_junit(budgets: Budgets, report: Report, window: Mapping[str, str]) ->
 
 
 def _too_few(v: Verdict) -> str:
-    return f"insufficient data: {v.count} samples, {v.percentile} needs {v.min_samples}"
+    text = f"insufficient data: {v.count} samples, {v.percentile} needs {v.min_samples}"
+    return text + (f"; over its budget so far ({ms(v.actual_ms)} against {ms(v.budget_ms)})" if v.over_so_far else "")
 
 
 def render_table(budgets: Budgets, report: Report, window: Mapping[str, str], file: IO[str] | None = None) -> None:
@@ -122,7 +134,7 @@ def render_table(budgets: Budgets, report: Report, window: Mapping[str, str], fi
         table.add_column(column, justify="right" if column in ("actual", "samples") else "left")
     style = {"breach": "bold red", "insufficient": "yellow", "pass": "green"}
     for v in by_severity(report):
-        status = f"[{style[v.status]}]{v.status}[/]"
+        status = f"[{style[v.status]}]{status_text(v)}[/]"
         table.add_row(status, target(v), check_name(v), budget(v), ms(v.actual_ms), samples(v))
     console.print(table)
     console.print(f"{report.status}: {counted(report)}", style=style[report.status], markup=False)

@@ -364,3 +364,26 @@ def test_the_docs_cover_every_field_metric_type_option_and_exit_code() -> None:
         assert f"| {code} |" in docs
     for marker_argument in ("runs", "warmup", "budgets", "route", "agent"):
         assert f"`{marker_argument}`" in docs, marker_argument
+
+
+def test_too_few_samples_already_over_budget_say_so_and_keep_the_exit_code() -> None:
+    budgets = parse_budgets("routes: {/chat: {ttft: {p95: 1200}}}\n", "b.yaml")
+    over = Verdict("route", "/chat", "route", "ttft", "p95", 1200.0, 2940.0, 29, 30, "insufficient", 1)
+    under = Verdict("route", "/chat", "route", "ttft", "p50", 1200.0, 800.0, 29, 30, "insufficient", 1)
+    report = Report((over, under))
+    window = {"length": "1h", "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"}
+    assert (over.over_so_far, under.over_so_far) == (True, False)
+    assert budget_format.counted(report) == "0 breached, 2 insufficient data (1 over budget so far), 0 passed"
+    markdown = budget_format.render_markdown(budgets, report, window)
+    assert (
+        "| ⚠️ insufficient data, over so far | route `/chat` | TTFT p95 | ≤ 1,200 ms | 2,940 ms | 29 (needs 30) |"
+        in markdown
+    )
+    skipped = [
+        c.find("skipped") for c in ET.fromstring(budget_format.render_junit(budgets, report, window)).iter("testcase")
+    ]
+    assert [s.get("message") for s in skipped if s is not None] == [
+        "insufficient data: 29 samples, p95 needs 30; over its budget so far (2,940 ms against 1,200 ms)",
+        "insufficient data: 29 samples, p50 needs 30",
+    ]
+    assert report.status == "insufficient" and exit_code(report.status) == 3
