@@ -19,12 +19,14 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentlat.alerts.conditions import Interval, Observation
 from agentlat.alerts.engine import Alert, Changes, Engine, Group, Notification, Transition
+from agentlat.alerts.message import explain
 from agentlat.alerts.rules import AlertConfig, Rule
 from agentlat.alerts.source import MetricSource, RuleData, observations
 from agentlat.api.windows import parse_duration
@@ -209,6 +211,7 @@ class Replay:
     projects: tuple[str, ...]
     transitions: tuple[Transition, ...]
     notifications: tuple[Notification, ...]
+    explained: tuple[tuple[Rule, str], ...] = ()  # each rule and, in words, what it saw
 
 
 def replay_seconds(window: str, name: str = "window") -> int:
@@ -241,13 +244,17 @@ def replay(
     data = {(p, r.key): source.fetch(p, r, ends) for p in chosen for r in config.rules} if times else {}
     transitions: list[Transition] = []
     notifications: list[Notification] = []
+    seen: dict[str, list[Observation]] = {rule.key: [] for rule in config.rules}
     for now, window_end, until in zip(times, ends, [*times[1:], end + 1], strict=True):
         for project in chosen:
             for rule in config.rules:
                 observed = _observed(engine, project, rule, data[(project, rule.key)], window_end)
+                seen[rule.key] += observed
                 transitions += engine.observe(now, project, rule, observed)
         notifications += engine.flush(now)
         while (due := engine.next_flush_at(now)) is not None and due < until:  # as the live service flushes
             now = max(due, now + 1)
             notifications += engine.flush(now)
-    return Replay(start, end, step, len(times), chosen, tuple(transitions), tuple(notifications))
+    fired = Counter(t.labels["alertname"] for t in transitions if t.to_state == "firing")
+    explained = tuple((rule, explain(rule, seen[rule.key], fired[rule.alert])) for rule in config.rules)
+    return Replay(start, end, step, len(times), chosen, tuple(transitions), tuple(notifications), explained)

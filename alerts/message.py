@@ -8,11 +8,12 @@ within its limits (50 blocks, 3,000 characters a section, 40,000 in all).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from agentlat.alerts.conditions import Observation
 from agentlat.alerts.rules import METRIC_NAMES, BurnRate, Drift, Rule, format_seconds
 
 DASHBOARD_WINDOWS = ((900, "15m"), (3600, "1h"), (6 * 3600, "6h"), (86400, "24h"), (7 * 86400, "7d"))
@@ -48,6 +49,36 @@ def describe(rule: Rule, observation: Mapping[str, Any]) -> str:
         return f"{name} {percentile} {ms(value)} vs baseline {ms(reference)} ({ratio:.2f}x, {change})"
     sign = ">" if value > (reference or 0) else "≤"
     return f"{name} {percentile} {ms(value)} {sign} threshold {ms(reference)}"
+
+
+def explain(rule: Rule, observed: Sequence[Observation], fired: int) -> str:
+    """Why a replayed rule fired or not, in one line: no matching series, too few samples, or how
+    close its nearest miss came (``TTFT p95 412 ms ≤ threshold 500 ms``)."""
+    if fired:
+        return f"fired {fired} time{'s' if fired != 1 else ''}"
+    with_data = [o for o in observed if o.count]
+    if not with_data:
+        return f"no matching series: no {METRIC_NAMES[rule.metric]} samples for it in the window"
+    judged = [o for o in with_data if o.holds is not None]
+    if not judged:
+        most = max(o.count for o in with_data)
+        return f"too few samples at every evaluation (at most {most:,}; it needs {rule.min_samples:,})"
+    series = len({tuple(sorted(o.values.items())) for o in judged})
+    closest = max(judged, key=_closeness)
+    short = len(with_data) - len(judged)
+    also = f"; {short:,} evaluations had too few samples" if short else ""
+    where = ", ".join(f"{k}={v}" for k, v in closest.values.items())
+    return (
+        f"never held over {series} series; closest: {describe(rule, closest.as_dict())}"
+        + (f" ({where})" if where else "")
+        + also
+    )
+
+
+def _closeness(observation: Observation) -> float:
+    """How near a value came to its reference (1.0: at it); unknown counts as far."""
+    value, reference = observation.value, observation.reference
+    return value / reference if value is not None and reference else 0.0
 
 
 def _describe_burn(spec: BurnRate, name: str, facts: Mapping[str, Any]) -> str:

@@ -117,4 +117,5 @@ def replay_document(result: Replay, window: str) -> dict[str, Any]:
         },
         "transitions": [transition_dict(t) for t in result.transitions],
         "notifications": [replayed_notification(n) for n in result.notifications],
+        "rules": [{"alert": rule.alert, "severity": rule.severity, "why": why} for rule, why in result.explained],
     }

@@ -529,6 +529,14 @@ class ReplaySummary(Answer):
     alerts_fired: list[str]
 
 
+class ReplayedRule(Answer):
+    alert: str
+    severity: str
+    why: str = Field(
+        description="what the rule saw: fired N times, no matching series, too few samples, or its closest miss"
+    )
+
+
 class ReplayResponse(Answer):
     window: TrailingWindow
     step: str
@@ -537,6 +545,7 @@ class ReplayResponse(Answer):
     summary: ReplaySummary
     transitions: list[ReplayedTransition]
     notifications: list[ReplayedNotification]
+    rules: list[ReplayedRule]
 
 
 # --- /keys -----------------------------------------------------------------------------

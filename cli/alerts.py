@@ -188,10 +188,13 @@ def _print_timeline(rules: Path, doc: ReplayResponse) -> None:
         typer.echo(f"{time_iso.replace('T', ' ').replace(':00Z', 'Z')}  {text}")
     summary = doc.summary
     if not summary.fired:
-        typer.echo("Nothing would have fired.")
-        return
-    typer.echo(f"fired {_times(summary.fired)} ({', '.join(summary.alerts_fired)}), resolved "
-               f"{_times(summary.resolved)}, {summary.notifications} notifications")  # fmt: skip
+        typer.echo("Nothing would have fired:")
+    else:
+        typer.echo(f"fired {_times(summary.fired)} ({', '.join(summary.alerts_fired)}), resolved "
+                   f"{_times(summary.resolved)}, {summary.notifications} notifications")  # fmt: skip
+    for rule in doc.rules:
+        if rule.alert not in summary.alerts_fired:
+            typer.echo(f"  {rule.alert} ({rule.severity}): {rule.why}")
 
 
 def _times(count: int) -> str:

@@ -292,3 +292,30 @@ def test_the_service_sends_when_the_group_wait_ends_not_at_the_next_evaluation(
         service.stop()
     assert [m["text"].split(" — ")[0] for m in slack.delivered] == [":rotating_light: FIRING: ToolSlow (warning)"]
     assert 1.0 <= waited < 10.0  # the group wait (2 s from a whole second), not the next evaluation (20 s later)
+
+
+def test_replay_says_why_each_rule_did_not_fire(embedded_store: Store) -> None:
+    p = "ae-replay-why"
+    load(embedded_store, series(p, E - 1800, 30, 40, 412.0))
+    rules = (
+        HEADER
+        + """\
+rules:
+  - {alert: ToolSlow, type: threshold, metric: tool, percentile: p95, threshold: 500, window: 5m, by: [route],
+     min_samples: 100}
+  - {alert: ElsewhereSlow, type: threshold, metric: tool, percentile: p95, threshold: 500, window: 5m,
+     match: {route: /elsewhere}}
+  - {alert: NeedsMore, type: threshold, metric: tool, percentile: p99, threshold: 100, window: 5m, min_samples: 5000}
+"""
+    )
+    result = replay(embedded_store, parse_rules(rules), ["team"], DASH, E - 1800, E, [p])
+    assert result.transitions == ()
+    assert [(rule.alert, why) for rule, why in result.explained] == [
+        (
+            "ToolSlow",
+            "never held over 1 series; closest: tool time p95 412 ms ≤ threshold 500 ms (route=/r); "
+            "2 evaluations had too few samples",  # the first windows, before the data's 100th sample
+        ),
+        ("ElsewhereSlow", "no matching series: no tool time samples for it in the window"),
+        ("NeedsMore", "too few samples at every evaluation (at most 200; it needs 5,000)"),
+    ]

@@ -133,6 +133,20 @@ def test_alerts_test_replays_the_stored_data(alerting: ServerProcess, rules_file
     assert lines[-1] == "fired 1 time (E2ETTFTHigh), resolved 0 times, 1 notifications"
 
 
+def test_alerts_test_says_why_nothing_fired(alerting: ServerProcess, tmp_path: Path) -> None:
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text(RULES.replace("threshold: 500ms", "threshold: 2s"))
+    env = {**os.environ, "COLUMNS": "200"}
+    result = subprocess.run([AGENTLAT, "alerts", "test", str(quiet), "--window", "1h", "--api", alerting.url],
+                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-2:] == [
+        "Nothing would have fired:",
+        f"  E2ETTFTHigh (warning): never held over 1 series; closest: TTFT p95 900 ms ≤ threshold 2,000 ms "
+        f"(service={SERVICE}, route=/e2e)",
+    ]
+
+
 def test_replay_rejects_broken_rules_with_their_line(alerting: ServerProcess) -> None:
     body = {"rules": RULES.replace("p95", "p90"), "file": "mine.yaml"}
     response = httpx.post(f"{alerting.url}/api/v1/alerts/replay", json=body, timeout=30)
