@@ -54,7 +54,7 @@ def create(
                 key, record = new_key(project, admin=admin, name=name)
             except ValueError as exc:
                 raise typer.BadParameter(str(exc)) from None
-            with _store(data, clickhouse) as store:
+            with _store(data, clickhouse, "create") as store:
                 store.save_key(record)
             created = CreatedKey(key=key, **_info(record).model_dump())
         Console(stderr=True).print(
@@ -74,7 +74,7 @@ def listing(api: ApiOpt = None, data: DataOpt = None, clickhouse: ClickHouseOpt 
         if api:
             keys = _client(api).get("/api/v1/keys").keys
         else:
-            with _store(data, clickhouse) as store:
+            with _store(data, clickhouse, "list", existing=True) as store:
                 keys = [_info(k) for k in store.api_keys() if not k.revoked]
         table = Table("key id", "project", "admin", "name")
         for k in keys:
@@ -97,7 +97,7 @@ def revoke(
         if api:
             _client(api).delete(f"/api/v1/keys/{key_id}")
         else:
-            with _store(data, clickhouse) as store:
+            with _store(data, clickhouse, f"revoke {key_id}", existing=True) as store:
                 record = next((k for k in store.api_keys() if k.key_id == key_id and not k.revoked), None)
                 if record is None:
                     raise typer.BadParameter(f"no active key {key_id!r}")
@@ -124,7 +124,7 @@ def bootstrap(data: DataOpt = None, clickhouse: ClickHouseOpt = None) -> None:
                 f"{BOOTSTRAP_ENV} is not set: put a new key in it, "
                 "e.g. alk_$(openssl rand -hex 6)_$(openssl rand -hex 32)"
             )
-        with _store(data, clickhouse) as store:
+        with _store(data, clickhouse, "bootstrap") as store:
             try:
                 record = bootstrap_admin_record(key, store.api_keys())
             except ValueError as exc:
@@ -152,17 +152,38 @@ def _info(record: Any) -> KeyInfo:
 
 
 class _store:
-    """The store named on the command line (or by the environment), closed afterwards."""
+    """The store named on the command line (or by the environment), closed afterwards.
 
-    def __init__(self, data: Path | None, clickhouse: str | None) -> None:
-        self.data, self.clickhouse = data, clickhouse
+    ``existing``: the command reads keys, so an embedded store that is not there is a mistake
+    (a wrong ``--data`` or directory), never a reason to make an empty one. A store a running
+    server holds is reached through that server (``--api``).
+    """
+
+    def __init__(self, data: Path | None, clickhouse: str | None, command: str, existing: bool = False) -> None:
+        self.data, self.clickhouse, self.command, self.existing = data, clickhouse, command, existing
 
     def __enter__(self) -> Any:
+        from agentlat.errors import ConfigError
         from agentlat.server.config import Settings
-        from agentlat.store import open_store
+        from agentlat.store import StoreInUse, open_store
 
         settings = Settings.from_env(data_dir=self.data, clickhouse_url=self.clickhouse)
-        self.store = open_store(settings.data_dir, settings.clickhouse_url, settings.ttl_days)
+        where = settings.data_dir.resolve()
+        if self.existing and not settings.clickhouse_url and not (where / "metadata").is_dir():
+            raise ConfigError(
+                f"no agentlat store at {where}: pass --data with the directory the server uses "
+                f"(`agentlat up` and `serve` keep it in .agentlat/data where they run, or AGENTLAT_DATA), "
+                f"or ask a running server: agentlat keys {self.command} --api http://127.0.0.1:4318"
+            )
+        try:
+            self.store = open_store(settings.data_dir, settings.clickhouse_url, settings.ttl_days)
+        except StoreInUse as exc:
+            holder = f"process {exc.pid}" if exc.pid else "another process"
+            raise ConfigError(
+                f"the store at {where} is open in {holder}, a running agentlat server: manage keys through it, "
+                f"agentlat keys {self.command} --api http://127.0.0.1:4318 (its URL; an admin key in "
+                "AGENTLAT_API_KEY when it requires keys)"
+            ) from None
         return self.store
 
     def __exit__(self, *exc: object) -> None:

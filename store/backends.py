@@ -6,8 +6,11 @@ exchange data as Arrow, so every query in ``queries.py`` runs unchanged on eithe
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
 import queue
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +27,39 @@ class StoreError(AgentlatError):
 
 class StoreUnavailable(StoreError):
     """The store cannot be reached right now; the caller may retry later."""
+
+
+class StoreInUse(StoreError):
+    """Another process has the embedded store's directory open (chDB opens one in one process only)."""
+
+    def __init__(self, data_dir: Path, pid: int | None) -> None:
+        self.data_dir, self.pid = data_dir, pid
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(
+            f"the embedded store at {data_dir} is open in {holder} (an agentlat server?): "
+            "stop it, or pass --data with another directory"
+        )
+
+
+def holder_of(data_dir: Path) -> int | None:
+    """The pid of another process that has ``data_dir`` open as a chDB store, else None.
+
+    ClickHouse locks ``<data_dir>/status`` (flock) while it runs and writes its pid there; the
+    lock is probed and released at once, so nothing is held. This process's own store is no obstacle.
+    """
+    status = data_dir / "status"
+    try:
+        with status.open("rb") as file:
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                match = re.match(rb"PID: (\d+)", file.read(64))
+                pid = int(match.group(1)) if match else 0
+                return None if pid == os.getpid() else pid
+            fcntl.flock(file, fcntl.LOCK_UN)
+    except FileNotFoundError:
+        pass
+    return None
 
 
 Params = dict[str, Any]
@@ -67,6 +103,8 @@ class ChdbBackend:
         import chdb
 
         data_dir.mkdir(parents=True, exist_ok=True)
+        if (pid := holder_of(data_dir)) is not None:
+            raise StoreInUse(data_dir, pid)  # before chDB prints its own lock error on stderr
         try:
             handles = [chdb.connect(str(data_dir)) for _ in range(max(connections, 1))]
         except Exception as exc:

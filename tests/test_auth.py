@@ -196,3 +196,30 @@ def test_keys_cli_lists_and_revokes_offline(tmp_path: Path) -> None:
     listed = subprocess.run([AGENTLAT, "keys", "list", "--data", str(tmp_path / "data")], capture_output=True,
                             text=True, timeout=120, check=True).stdout  # fmt: skip
     assert key_id not in listed
+
+
+def test_keys_list_without_a_store_says_where_it_looked_and_creates_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTLAT_DATA", "AGENTLAT_CLICKHOUSE_URL")}
+    result = subprocess.run([AGENTLAT, "keys", "list"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 2
+    message = " ".join(result.stderr.split())
+    assert f"no agentlat store at {tmp_path.resolve() / '.agentlat' / 'data'}" in message
+    assert "agentlat keys list --api http://127.0.0.1:4318" in message
+    assert list(tmp_path.iterdir()) == []  # no empty store made in passing
+
+
+def test_keys_on_a_store_a_server_holds_point_to_the_server(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path).start()
+    try:
+        for args in (["list"], ["revoke", "abc123"], ["create", "--project", "p"]):
+            result = subprocess.run([AGENTLAT, "keys", *args, *server.store_args()], capture_output=True,
+                                    text=True, timeout=120)  # fmt: skip
+            assert result.returncode == 2, result.stderr
+            message = " ".join(result.stderr.split())
+            assert server.process is not None
+            assert f"is open in process {server.process.pid}, a running agentlat server" in message, message
+            assert f"agentlat keys {' '.join(args[:2] if args[0] == 'revoke' else args[:1])} --api" in message
+            assert "DB::Exception" not in result.stderr
+    finally:
+        server.stop()
