@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
@@ -27,6 +28,14 @@ DEFAULT_STALL_SECONDS = 0.5
 
 def prefix_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+@dataclass(slots=True)
+class _StreamedToolCall:
+    call_id: str | None
+    name: str | None
+    named_ns: int  # perf_counter_ns when its name appeared
+    ready_ns: int | None = None  # perf_counter_ns when its arguments were complete
 
 
 class ModelCall(SpanScope):
@@ -63,6 +72,7 @@ class ModelCall(SpanScope):
         self._last_chunk = 0
         self._chunk_tokens = 0
         self._usage: dict[str, int] = {}
+        self._tool_calls: dict[str, _StreamedToolCall] = {}
 
     def _fresh(self) -> ModelCall:
         clone = super()._fresh()
@@ -122,10 +132,34 @@ class ModelCall(SpanScope):
         self.set(sc.SPECULATIVE_PROPOSED_TOKENS, int(proposed))
         self.set(sc.SPECULATIVE_ACCEPTED_TOKENS, int(accepted))
 
+    # --- tool calls in the stream ---------------------------------------------------
+    def tool_call_named(self, call_id: str | None, name: str | None, *, index: int = 0) -> None:
+        """The model began a tool call: its name (or id) appeared in the stream now.
+
+        ``index`` is the call's position in the message; it identifies the call when the
+        stream gives no id. Only the first report of a call counts.
+        """
+        key = call_id or f"#{index}"
+        if key not in self._tool_calls:
+            self._tool_calls[key] = _StreamedToolCall(call_id, name, time.perf_counter_ns())
+        elif name and not self._tool_calls[key].name:
+            self._tool_calls[key].name = name
+
+    def tool_call_ready(self, call_id: str | None = None, name: str | None = None, *, index: int = 0) -> None:
+        """A tool call's arguments are complete in the stream now: the tool could start.
+
+        A call never reported as named counts as named now (a provider that sends whole calls).
+        """
+        self.tool_call_named(call_id, name, index=index)
+        streamed = self._tool_calls[call_id or f"#{index}"]
+        if streamed.ready_ns is None:
+            streamed.ready_ns = time.perf_counter_ns()
+
     # --- at the end -----------------------------------------------------------------
     def _before_end(self, span: Span) -> None:
         for key, value in self._usage.items():
             span.set_attribute(key, value)
+        self._add_tool_call_events(span)
         if not self._chunks:
             return
         first = self._chunk_times[0]
@@ -140,6 +174,18 @@ class ModelCall(SpanScope):
             span.set_attribute(sc.OUTPUT_TOKENS_PER_SECOND, output / (decode_ns / NS))
         self._phase_span(span, "prefill", self._mono0, first)
         self._phase_span(span, "decode", first, self._last_chunk)
+
+    def _add_tool_call_events(self, span: Span) -> None:
+        for streamed in self._tool_calls.values():
+            moment = streamed.ready_ns if streamed.ready_ns is not None else streamed.named_ns
+            attributes: dict[str, Any] = {sc.TOOL_CALL_NAMED_AT: (streamed.named_ns - self._mono0) / NS}
+            if streamed.ready_ns is not None:
+                attributes[sc.TOOL_CALL_READY_AT] = (streamed.ready_ns - self._mono0) / NS
+            if streamed.call_id:
+                attributes[sc.GEN_AI_TOOL_CALL_ID] = streamed.call_id
+            if streamed.name:
+                attributes[sc.GEN_AI_TOOL_NAME] = streamed.name
+            span.add_event(sc.TOOL_CALL_EVENT, attributes, timestamp=self._wall0 + (moment - self._mono0))
 
     def _set_gap_stats(self, span: Span) -> None:
         stats = gap_stats(self._chunk_times, self._stall_ns)

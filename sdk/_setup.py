@@ -36,6 +36,9 @@ class Options:
     schedule_delay_seconds: float = 1.0
     export_timeout_seconds: float = 10.0
     instrument_clients: bool = True  # openai and anthropic, when installed
+    # Ask OpenAI chat streams for usage (stream_options.include_usage) where the caller did not, hiding
+    # the extra usage-only chunk from the caller; off: such streams report no token counts.
+    openai_stream_usage: bool = False
     propagate_into_threads: bool = True
 
 
@@ -91,7 +94,7 @@ def init(
     if options.propagate_into_threads:
         propagate_into_thread_pools()
     if options.instrument_clients:
-        _state.instrumented = _instrument_clients() or []
+        _state.instrumented = _instrument_clients(options) or []
     log.debug("agentlat: sending spans of %s to %s", service, resolved)
 
 
@@ -130,10 +133,10 @@ def _batch(exporter: SpanExporter, options: Options) -> BatchSpanProcessor:
 
 
 @guarded
-def _instrument_clients() -> list[str]:
+def _instrument_clients(options: Options) -> list[str]:
     from agentlat.instrument import instrument_installed_clients
 
-    return instrument_installed_clients()
+    return instrument_installed_clients(stream_usage=options.openai_stream_usage)
 
 
 def flush(timeout_seconds: float = 10.0) -> bool:

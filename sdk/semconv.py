@@ -83,6 +83,11 @@ PREFETCH_SAVED = "agentlat.prefetch.saved"  # seconds of E2E saved by a hit
 PREFETCH_WASTED = "agentlat.prefetch.wasted"  # seconds spent on a miss or cancelled prefetch
 TOOL_DEPENDS_ON = "agentlat.tool.depends_on"  # tool call ids whose output this call consumed
 TOOL_ARGS_READY_TIME = "agentlat.tool.args_ready_time"  # unix ns: call JSON complete in stream
+# One event per tool call a model streamed, on the model call's span, stamped when its arguments were
+# complete (or, never complete, when its name appeared); with gen_ai.tool.call.id and gen_ai.tool.name.
+TOOL_CALL_EVENT = "agentlat.tool_call"
+TOOL_CALL_NAMED_AT = "agentlat.tool_call.named_at"  # seconds from the call's start to the tool's name in the stream
+TOOL_CALL_READY_AT = "agentlat.tool_call.ready_at"  # seconds from the call's start to its arguments complete
 PROMPT_VERSION = "agentlat.prompt.version"
 # sha256 (first 16 hex) of the prompt's stable prefix (system prompt + tool definitions):
 # equal hashes that miss the provider's prefix cache point at dynamic content placed before it.

@@ -185,3 +185,24 @@ def restored(owners: Sequence[type]) -> Iterator[None]:
             for name, value in before.items():
                 if vars(owner).get(name) is not value:
                     setattr(owner, name, value)
+
+
+@contextmanager
+def instrumented(service: str, warm_up: Callable[[], object]) -> Iterator[InMemorySpanExporter]:
+    """``agentlat.init`` into an in-memory exporter for one test module, warmed up first: ``warm_up``
+    pays the client's one-off costs (imports, pydantic models of each item type), which would otherwise
+    land in the first measured TTFT. Collections stay short while the module measures."""
+    memory = InMemorySpanExporter()
+    agentlat.init(service=service, exporter=memory)
+    warm_up()
+    assert model_spans(memory), "agentlat.init was already active in this process: no span reaches this module"
+    with quiet_gc():
+        yield memory
+    agentlat.shutdown()
+
+
+def fresh(exporter: InMemorySpanExporter) -> InMemorySpanExporter:
+    """The exporter emptied for one test, the last test's garbage collected first (not inside this
+    one's timings)."""
+    gc.collect()
+    return cleared(exporter)

@@ -1,7 +1,8 @@
 """One client, or one surface of a client, that cannot be instrumented costs only itself: an openai
-version without the Responses module (openai 1.40) still gets Chat Completions timed, and anthropic
-is instrumented whatever happens to openai. Each case runs in a fresh interpreter, where the missing
-part is made missing before agentlat looks for it."""
+version without the Responses module (openai 1.40) still gets Chat Completions timed, anthropic
+is instrumented whatever happens to openai, and google-genai, instrumented by default, costs the
+others nothing when it is missing or cannot be instrumented. Each case runs in a fresh interpreter,
+where the missing part is made missing before agentlat looks for it."""
 
 from __future__ import annotations
 
@@ -24,10 +25,17 @@ agentlat.init(service="t", exporter=InMemorySpanExporter())
 from anthropic.resources.messages import Messages
 from openai.resources.chat.completions import Completions
 responses = sys.modules.get("openai.resources.responses")
+try:
+    from google.genai.models import AsyncModels, Models
+    methods = ("_generate_content", "_generate_content_stream")  # one request each
+    gemini = [is_patched(vars(owner).get(name)) for owner in (Models, AsyncModels) for name in methods]
+except ImportError:
+    gemini = None
 print(json.dumps({{
     "chat": is_patched(vars(Completions)["create"]),
     "responses": bool(responses) and is_patched(vars(responses.Responses)["create"]),
     "anthropic": is_patched(vars(Messages)["create"]),
+    "gemini": gemini,
     "warnings": warnings,
 }}))
 """
@@ -51,3 +59,24 @@ def test_a_client_that_cannot_be_instrumented_costs_only_itself() -> None:
     assert (found["chat"], found["anthropic"]) == (False, True)
     [warning] = found["warnings"]
     assert warning.startswith("agentlat: openai calls are not timed: cannot instrument it (AttributeError")
+
+
+def test_google_genai_is_instrumented_by_default() -> None:
+    found = probe("")
+    assert (found["chat"], found["responses"], found["anthropic"]) == (True, True, True)
+    assert found["gemini"] == [True] * 4 and found["warnings"] == []
+
+
+def test_google_genai_missing_costs_nothing() -> None:
+    found = probe('sys.modules["google.genai"] = None  # not installed')
+    assert (found["chat"], found["responses"], found["anthropic"], found["gemini"]) == (True, True, True, None)
+    assert found["warnings"] == []
+
+
+def test_a_google_genai_that_cannot_be_instrumented_costs_only_itself() -> None:
+    found = probe("from google.genai.models import AsyncModels\ndel AsyncModels._generate_content_stream")
+    assert (found["chat"], found["responses"], found["anthropic"]) == (True, True, True)
+    assert found["gemini"] == [False] * 4  # none patched: never half of it
+    [warning] = found["warnings"]
+    assert warning.startswith("agentlat: google.genai calls are not timed: cannot instrument it (AttributeError")
+    assert "AsyncModels._generate_content_stream" in warning

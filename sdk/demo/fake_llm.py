@@ -1,6 +1,7 @@
-"""A local fake model server that speaks the OpenAI and Anthropic wire formats, with exact timing.
+"""A local fake model server that speaks the OpenAI, Anthropic and Gemini wire formats, with exact timing.
 
-Owns: answering ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/messages`` as the
+Owns: answering ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/messages`` (and
+Gemini's ``:generateContent``, whose wire format is ``agentlat.demo.fake_gemini``'s) as the
 official SDKs expect them (JSON, or server-sent events flushed one by one), with a controlled time to
 first token, gap between chunks, chunk count, usage (cached tokens included), tool calls and errors,
 and recording the headers of every request it received. Stdlib only; binds 127.0.0.1 by default.
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field, fields, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import accumulate
 from typing import Any, Literal
+
+from agentlat.demo import fake_gemini
 
 __all__ = ["FakeLLM", "Piece", "Received", "Scenario"]
 
@@ -97,11 +100,14 @@ class Piece:
     tool: int = 0  # which tool call, for "tool" and "args"
 
 
-def plan(scenario: Scenario, tools_offered: bool) -> list[Piece]:
-    """The content chunks of one answer: text, or tool calls when asked for and offered."""
+def plan(scenario: Scenario, tools_offered: bool, whole_calls: bool = False) -> list[Piece]:
+    """The content chunks of one answer: text, or tool calls when asked for and offered (each call one
+    chunk with ``whole_calls``, as Gemini sends them)."""
     if not (scenario.tool_calls and tools_offered):
         return [Piece("text", f"tok{i} ") for i in range(max(scenario.chunks, 1))]
     names = scenario.tool_calls
+    if whole_calls:
+        return [Piece("tool", name, k) for k, name in enumerate(names)]
     spare = max(scenario.chunks - 2 * len(names), 0)
     pieces: list[Piece] = []
     for k, name in enumerate(names):
@@ -469,14 +475,23 @@ def _anthropic_error(status: int) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": f"fake {status} answer"}, "request_id": "req_fake"}
 
 
+def _asked(path: str, body: dict[str, Any]) -> tuple[str, bool, bool]:
+    """(model, streamed, tools wanted) of an OpenAI or Anthropic request: all in its body."""
+    return body.get("model", ""), bool(body.get("stream")), bool(body.get("tools")) and not has_tool_result(body)
+
+
 @dataclass(frozen=True, slots=True)
 class _Route:
     body: Callable[[_Answer], dict[str, Any]]
     stream: Callable[[_Answer], list[Event]]
     error: Callable[[int], dict[str, Any]]
     request_id_header: str
+    asked: Callable[[str, dict[str, Any]], tuple[str, bool, bool]] = _asked  # from the request's path and body
+    whole_calls: bool = False  # each tool call in one content chunk
 
 
+# At every path fake_gemini serves (the model is in the path).
+GEMINI = _Route(fake_gemini.body, fake_gemini.stream, fake_gemini.error, "x-goog-request-id", fake_gemini.asked, True)
 ROUTES: dict[str, _Route] = {
     "/v1/chat/completions": _Route(_Chat.body, _Chat.stream, _openai_error, "x-request-id"),
     "/v1/responses": _Route(_Responses.body, _Responses.stream, _openai_error, "x-request-id"),
@@ -509,7 +524,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         received = Received("POST", self.path, headers, json.loads(raw or b"{}"), at_ns)
         number = self.server.fake.record(received)
-        route = ROUTES.get(self.path.split("?")[0])
+        route = ROUTES.get(self.path.split("?")[0]) or (GEMINI if fake_gemini.serves(self.path) else None)
         scenario = self.server.fake.scenario.override(headers)
         try:
             if route is None:
@@ -527,12 +542,13 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         """Answer a request that succeeds; ``times`` are seconds from its arrival at ``start``."""
         body = received.body
-        pieces = plan(scenario, bool(body.get("tools")) and not has_tool_result(body))
-        answer = _Answer(body, scenario, pieces, scenario.model or body.get("model", ""), ident)
+        model, streamed, tools = route.asked(received.path, body)
+        pieces = plan(scenario, tools, route.whole_calls)
+        answer = _Answer(body, scenario, pieces, scenario.model or model, ident)
         times = times[: len(pieces)]
         received.planned_ns.extend(received.at_ns + round(t * 1e9) for t in times)
         deadlines = [start + t for t in times]
-        if not body.get("stream"):
+        if not streamed:
             self._wait_until(deadlines[-1])
             received.sent_ns.append(time.time_ns())
             self._json(200, route.body(answer), route.request_id_header)
@@ -658,7 +674,8 @@ def main(argv: list[str] | None = None) -> None:
     args = vars(parser.parse_args(argv))
     port = args.pop("port")
     with FakeLLM(Scenario(**args), port=port) as fake:
-        print(f"fake LLM on {fake.url} (OpenAI base_url {fake.url}/v1, Anthropic base_url {fake.url})", flush=True)
+        urls = f"OpenAI base_url {fake.url}/v1, Anthropic and Gemini base_url {fake.url}"
+        print(f"fake LLM on {fake.url} ({urls})", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
 

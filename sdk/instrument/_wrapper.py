@@ -2,9 +2,16 @@
 
 Owns: patching a client method (sync or async) so that each call is a ``ModelCall`` span, adding
 the W3C ``traceparent`` to the request, standing in for a streamed response so that each chunk is
-timed as the user receives it and the span ends however the stream ends (read to the end, closed,
-failed, or dropped half-way), and undoing the patches. A provider module supplies only an
-``Endpoint``: how to read a whole response and the items of a stream.
+timed as the user receives it and the span ends however the stream ends (read to the end, closed by
+whoever holds it, failed, or dropped half-way), and undoing the patches. A provider module supplies
+only an ``Endpoint``: how to read a whole response and the items of a stream.
+
+One HTTP request is one span, whichever way the SDK makes it: ``create`` is patched, and so are the
+helpers (``stream``, ``parse``) that in some SDK version build their request without it. A patched
+helper times the request it makes through the resource's ``_post`` for the endpoint's paths; the
+outermost patched entry point owns the request (``create`` inside a helper is not counted twice).
+A raw response (``with_raw_response``, ``with_streaming_response``) of a streamed request keeps the
+span open: the stream its ``parse()`` returns is timed like any other.
 
 Never changes what the user's code sends (beyond the trace header) or receives, and never raises
 into it: instrumentation errors go to ``agentlat._safety.report``.
@@ -13,14 +20,17 @@ into it: instrumentation errors go to ``agentlat._safety.report``.
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry.propagate import inject
 
+from agentlat import semconv as sc
 from agentlat._model_call import ModelCall
 from agentlat._safety import guarded, report
 
@@ -31,6 +41,9 @@ STREAM_END = "agentlat.stream.end"  # how a streamed response ended
 EXHAUSTED, CLOSED, FAILED, ABANDONED = "exhausted", "closed", "error", "abandoned"  # values of STREAM_END
 
 _MARK = "__agentlat_patch__"  # on our wrappers: the _Patch they belong to
+_POSTED = "__agentlat_post__"  # on a resource's timed ``_post``: the SDK's own, which it calls
+# True while a patched entry point makes its request: a patched method it calls makes no second span.
+_OWNED: ContextVar[bool] = ContextVar("agentlat_request_owned", default=False)
 
 
 @dataclass(slots=True)
@@ -57,13 +70,19 @@ class Facts:
 
 
 class StreamReader(Protocol):
-    """Reads the items of one streamed response, in order."""
+    """Reads the items of one streamed response, in order. A reader whose class declares
+    ``call: ModelCall | None = None`` gets the span's ``ModelCall`` there before the first item,
+    to report moments as items arrive (``tool_call_named``, ``tool_call_ready``)."""
 
     facts: Facts
 
     def feed(self, item: Any) -> bool:
         """Take one item; True when it carries output content (text, a tool call, reasoning)."""
         ...
+
+
+def _in_extra_headers(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {**kwargs, "extra_headers": with_trace_header(kwargs.get("extra_headers"))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +93,14 @@ class Endpoint:
     stream_types: tuple[type, ...]  # the SDK's stream classes (sync and async)
     read_response: Callable[[Any], Facts]  # a whole response (or whatever else the method returned)
     new_reader: Callable[[], StreamReader]
+    paths: frozenset[str] = frozenset()  # request paths of this endpoint (for the helpers' requests)
+    # Adjusts a streamed request's parameters (create's keyword arguments, or the body a helper posts):
+    # returns them, and a test for items the SDK would not have yielded without the change (hidden).
+    prepare: Callable[[dict[str, Any]], tuple[dict[str, Any], Callable[[Any], bool] | None]] | None = None
+    operation: str = sc.OP_CHAT  # gen_ai.operation.name
+    streams: bool | None = None  # the method always streams, or never; None: its ``stream=True`` argument says
+    add_trace_header: Callable[[dict[str, Any]], dict[str, Any]] = _in_extra_headers  # to the call's arguments
+    provider_of: Callable[[Any], str] | None = None  # the provider as the client object says, else ``provider``
 
 
 # --- patching ----------------------------------------------------------------------------
@@ -111,6 +138,30 @@ class Patcher:
         setattr(owner, name, patch.wrapper)
         self._patches.append(patch)
 
+    def wrap_helper(self, owner: type, name: str, endpoint: Endpoint) -> None:
+        """Replace the helper ``owner.name`` (``stream``, ``parse``) by one that times the requests it
+        makes, through ``create`` or not: it gives the resource a ``_post`` that makes a span of each
+        request to ``endpoint.paths`` no patched method owns; skipped when missing or already ours."""
+        current = vars(owner).get(name)
+        if current is None or is_patched(current):
+            return
+        patch = _Patch(owner, name, current)
+        patch.wrapper = _helper_wrapper(patch, endpoint)
+        setattr(owner, name, patch.wrapper)
+        self._patches.append(patch)
+
+    def wrap_stream_holder(self, owner: type, attribute: str) -> None:
+        """Patch ``owner.__init__`` (a helper's stream class) so that the stream it keeps in
+        ``attribute`` is timed when it built that stream itself over the HTTP response of a stream we
+        returned (anthropic 0.40's ``MessageStream`` does: the stream handed to it is dropped)."""
+        current = vars(owner).get("__init__")
+        if current is None or is_patched(current):
+            return
+        patch = _Patch(owner, "__init__", current)
+        patch.wrapper = _holder_wrapper(patch, attribute)
+        owner.__init__ = patch.wrapper  # type: ignore[misc]
+        self._patches.append(patch)
+
     def undo(self) -> None:
         """Restore the original methods; a wrapper that another library wrapped in turn is left in
         place, inactive, so that its wrapper keeps working."""
@@ -126,15 +177,10 @@ def _sync_wrapper(patch: _Patch, endpoint: Endpoint) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        started = _begin(patch, endpoint, kwargs)
+        started = _begin(patch, endpoint, self, kwargs)
         if started is None:
             return original(self, *args, **kwargs)
-        try:
-            result = original(self, *args, **started.kwargs)
-        except BaseException as exc:
-            _fail(started.call, exc)
-            raise
-        return _complete(started, result, _SyncStream)
+        return _request(started, lambda kw: original(self, *args, **kw))
 
     setattr(wrapper, _MARK, patch)
     return wrapper
@@ -145,18 +191,129 @@ def _async_wrapper(patch: _Patch, endpoint: Endpoint) -> Callable[..., Any]:
 
     @functools.wraps(original)
     async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        started = _begin(patch, endpoint, kwargs)
+        started = _begin(patch, endpoint, self, kwargs)
         if started is None:
             return await original(self, *args, **kwargs)
-        try:
-            result = await original(self, *args, **started.kwargs)
-        except BaseException as exc:
-            _fail(started.call, exc)
-            raise
-        return _complete(started, result, _AsyncStream)
+        return await _request_async(started, lambda kw: original(self, *args, **kw))
 
     setattr(wrapper, _MARK, patch)
     return wrapper
+
+
+def _request(started: _Started, send: Callable[[dict[str, Any]], Any]) -> Any:
+    """Make the request with the started call's arguments, owning it (a patched method it goes
+    through makes no span of its own); what the caller receives."""
+    owned = _OWNED.set(True)
+    try:
+        result = send(started.kwargs)
+    except BaseException as exc:
+        _fail(started.call, exc)
+        raise
+    finally:
+        _OWNED.reset(owned)
+    return _complete(started, result)
+
+
+async def _request_async(started: _Started, send: Callable[[dict[str, Any]], Any]) -> Any:
+    owned = _OWNED.set(True)
+    try:
+        result = await send(started.kwargs)
+    except BaseException as exc:
+        _fail(started.call, exc)
+        raise
+    finally:
+        _OWNED.reset(owned)
+    return _complete(started, result)
+
+
+def _helper_wrapper(patch: _Patch, endpoint: Endpoint) -> Callable[..., Any]:
+    """The helper, run with the resource's ``_post`` timed (kept on the resource: a helper may post
+    later, when its stream manager is entered)."""
+    original = patch.original
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if patch.active:
+            _time_posts(self, patch, endpoint)
+        return original(self, *args, **kwargs)
+
+    setattr(wrapper, _MARK, patch)
+    return wrapper
+
+
+def _holder_wrapper(patch: _Patch, attribute: str) -> Callable[..., Any]:
+    original = patch.original
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if patch.active:
+            _adopt(self, attribute)
+
+    setattr(wrapper, _MARK, patch)
+    return wrapper
+
+
+@guarded
+def _adopt(holder: Any, attribute: str) -> None:
+    """Time ``holder.<attribute>``, a stream built over the response of a stream we watch, in its place."""
+    stream = getattr(holder, attribute, None)
+    if stream is None or isinstance(stream, _Proxy):
+        return
+    watch = getattr(getattr(getattr(stream, "response", None), "close", None), _MARK, None)
+    if isinstance(watch, _Watch) and not watch.ended and isinstance(stream, watch.stream_types):
+        setattr(holder, attribute, _stream_proxy(stream, watch))
+
+
+@guarded
+def _time_posts(resource: Any, patch: _Patch, endpoint: Endpoint) -> None:
+    """Give ``resource`` a ``_post`` that makes a span of each request to the endpoint's paths that
+    no patched method owns (the SDK sets ``_post`` on each resource, as its client's ``post``); once
+    per resource and patch."""
+    post = vars(resource).get("_post")
+    if post is None or getattr(post, _MARK, None) is patch:
+        return
+    post = getattr(post, _POSTED, post)  # an earlier patch's (undone): replaced
+    timed = _async_post if inspect.iscoroutinefunction(post) else _sync_post
+    resource._post = timed(patch, endpoint, resource, post)
+
+
+def _begin_post(patch: _Patch, endpoint: Endpoint, resource: Any, path: Any, kwargs: dict[str, Any]) -> _Started | None:
+    """``_begin`` for a ``_post`` of the resource, when it requests one of the endpoint's paths."""
+    body = kwargs.get("body")
+    if not isinstance(path, str) or path.split("?")[0] not in endpoint.paths or not isinstance(body, dict):
+        return None
+    options = kwargs.get("options") or {}
+
+    def build(body: dict[str, Any]) -> dict[str, Any]:
+        headers = with_trace_header(options.get("headers"))
+        return {**kwargs, "body": body, "options": {**options, "headers": headers}}
+
+    return _begin(patch, endpoint, resource, body, build, stream=kwargs.get("stream") is True)
+
+
+def _sync_post(patch: _Patch, endpoint: Endpoint, resource: Any, post: Callable[..., Any]) -> Callable[..., Any]:
+    def timed_post(path: Any, *args: Any, **kwargs: Any) -> Any:
+        started = _begin_post(patch, endpoint, resource, path, kwargs)
+        if started is None:
+            return post(path, *args, **kwargs)
+        return _request(started, lambda kw: post(path, *args, **kw))
+
+    setattr(timed_post, _MARK, patch)
+    setattr(timed_post, _POSTED, post)
+    return timed_post
+
+
+def _async_post(patch: _Patch, endpoint: Endpoint, resource: Any, post: Callable[..., Any]) -> Callable[..., Any]:
+    async def timed_post(path: Any, *args: Any, **kwargs: Any) -> Any:
+        started = _begin_post(patch, endpoint, resource, path, kwargs)
+        if started is None:
+            return await post(path, *args, **kwargs)
+        return await _request_async(started, lambda kw: post(path, *args, **kw))
+
+    setattr(timed_post, _MARK, patch)
+    setattr(timed_post, _POSTED, post)
+    return timed_post
 
 
 # --- one call ----------------------------------------------------------------------------
@@ -166,24 +323,41 @@ def _async_wrapper(patch: _Patch, endpoint: Endpoint) -> Callable[..., Any]:
 class _Started:
     call: ModelCall
     endpoint: Endpoint
-    kwargs: dict[str, Any]  # the caller's, with the trace header added
+    kwargs: dict[str, Any]  # what the patched method is called with: the caller's, with the trace header
+    stream: bool
+    hides: Callable[[Any], bool] | None  # stream items the caller does not see (see Endpoint.prepare)
 
 
 @guarded
-def _begin(patch: _Patch, endpoint: Endpoint, kwargs: dict[str, Any]) -> _Started | None:
-    """Start the span (current while the request is made) and add its trace header; None when
-    inactive (the call then runs untouched)."""
-    if not patch.active:
+def _begin(
+    patch: _Patch,
+    endpoint: Endpoint,
+    client: Any,
+    params: dict[str, Any],
+    build: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    *,
+    stream: bool | None = None,
+) -> _Started | None:
+    """Start the span (current while the request is made) and build the call's arguments from the
+    request's ``params`` (``create``'s keyword arguments, adjusted by ``endpoint.prepare`` for a stream)
+    with its trace header (``build``, else ``endpoint.add_trace_header``); None when inactive or when
+    an outer patched method owns the request (the call then runs untouched)."""
+    if not patch.active or _OWNED.get():
         return None
-    model = kwargs.get("model")
+    model, hides = params.get("model"), None
+    if stream is None:
+        stream = params.get("stream") is True if endpoint.streams is None else endpoint.streams
+    if stream and endpoint.prepare is not None:
+        params, hides = endpoint.prepare(params)
     call = ModelCall(
         model if isinstance(model, str) and model else "unknown",
-        provider=endpoint.provider,
-        stream=kwargs.get("stream") is True,
+        provider=endpoint.provider_of(client) if endpoint.provider_of else endpoint.provider,
+        operation=endpoint.operation,
+        stream=stream,
     )
     call.__enter__()
     try:
-        return _Started(call, endpoint, {**kwargs, "extra_headers": with_trace_header(kwargs.get("extra_headers"))})
+        return _Started(call, endpoint, (build or endpoint.add_trace_header)(params), stream, hides)
     except BaseException:
         call.__exit__(None, None, None)
         raise
@@ -202,13 +376,17 @@ def _fail(call: ModelCall, exc: BaseException) -> None:
     call.__exit__(type(exc), exc, exc.__traceback__)
 
 
-def _complete(started: _Started, result: Any, proxy_type: type[_Proxy]) -> Any:
-    """What the caller receives: the result itself, or a stand-in for a stream."""
+def _complete(started: _Started, result: Any) -> Any:
+    """What the caller receives: the result itself, or a stand-in for a stream or for the raw
+    response of a streamed request."""
     call = started.call
     try:
         if isinstance(result, started.endpoint.stream_types):
             _release(call)
-            return proxy_type(result, _Watch(call, started.endpoint.new_reader()))
+            return _stream_proxy(result, _Watch(call, started.endpoint, started.hides))
+        if started.stream and _is_raw_response(result):
+            _release(call)
+            return _RawResponse(result, _Watch(call, started.endpoint, started.hides))
         started.endpoint.read_response(result).apply(call)
     except Exception as exc:
         report(f"{__name__}._complete", exc)
@@ -227,20 +405,49 @@ def _release(call: ModelCall) -> None:
 # --- streams -----------------------------------------------------------------------------
 
 
+def _is_raw_response(result: Any) -> bool:
+    """An SDK's raw response (``LegacyAPIResponse``, ``APIResponse``): ``parse()`` gives the stream."""
+    return callable(getattr(result, "parse", None)) and hasattr(result, "http_response")
+
+
+def _stream_proxy(stream: Any, watch: _Watch) -> _Proxy:
+    """The stand-in for an SDK stream, sync or async, hiding what ``watch.hides`` says."""
+    if hasattr(stream, "__anext__"):
+        return (_AsyncStream if watch.hides is None else _AsyncStreamHiding)(stream, watch)
+    return (_SyncStream if watch.hides is None else _SyncStreamHiding)(stream, watch)
+
+
 class _Watch:
-    """The open span of one streamed response; fed by its proxy, ended exactly once."""
+    """The open span of one streamed response; fed by its proxies, ended exactly once: by the
+    stream's end, its HTTP response closed by whoever holds it, or the last proxy dropped."""
 
-    __slots__ = ("_finalizer", "call", "ended", "reader")
+    __slots__ = ("_finalizers", "call", "ended", "hides", "reader", "reading", "stream_types")
 
-    def __init__(self, call: ModelCall, reader: StreamReader) -> None:
+    def __init__(self, call: ModelCall, endpoint: Endpoint, hides: Callable[[Any], bool] | None = None) -> None:
         self.call = call
-        self.reader = reader
+        self.reader = endpoint.new_reader()
+        if hasattr(self.reader, "call"):
+            self.reader.call = call  # type: ignore[attr-defined]
+        self.stream_types = endpoint.stream_types
+        self.hides = hides
         self.ended = False
-        self._finalizer: weakref.finalize | None = None
+        self.reading = False  # inside the stream's next(): a close then is the stream's own ending
+        self._finalizers: list[weakref.finalize] = []
 
-    def bind(self, proxy: _Proxy) -> None:
-        """End the span when ``proxy`` is garbage-collected before the stream ended."""
-        self._finalizer = weakref.finalize(proxy, self.end, ABANDONED)
+    def bind(self, proxy: _Proxy, response: Any) -> None:
+        """End the span when ``response`` (the stream's HTTP response) is closed outside a read, and
+        when every proxy bound is garbage-collected before the stream ended."""
+        self._finalizers.append(weakref.finalize(proxy, self._dropped))
+        _on_close(response, self)
+
+    def _dropped(self) -> None:
+        if all(not f.alive for f in self._finalizers):
+            self.end(ABANDONED)
+
+    def closed(self) -> None:
+        """The stream's HTTP response was closed: by a helper, the caller, or the SDK at the end."""
+        if not self.reading:
+            self.end(CLOSED)
 
     @guarded
     def item(self, item: Any) -> None:
@@ -252,14 +459,46 @@ class _Watch:
         if self.ended:
             return
         self.ended = True
-        if self._finalizer is not None:
-            self._finalizer.detach()
+        for finalizer in self._finalizers:
+            finalizer.detach()
         self.reader.facts.apply(self.call)
         self.call.set(STREAM_END, how)
         if exc is None:
             self.call.__exit__(None, None, None)
         else:
             _fail(self.call, exc)
+
+
+def _on_close(response: Any, watch: _Watch) -> None:
+    """Have closing ``response`` (an httpx response: ``close``, or ``aclose`` when async) tell
+    ``watch``: stream helpers close the response, not the stream we stand in for."""
+    for name in ("close", "aclose"):
+        close = getattr(response, name, None)
+        if close is None or getattr(close, _MARK, None) is not None:
+            continue
+        if inspect.iscoroutinefunction(close):
+
+            async def closing_async(close: Callable[[], Any] = close) -> None:
+                try:
+                    await close()
+                finally:
+                    watch.closed()
+
+            closing: Callable[[], Any] = closing_async
+        else:
+
+            def closing_sync(close: Callable[[], Any] = close) -> None:
+                try:
+                    close()
+                finally:
+                    watch.closed()
+
+            closing = closing_sync
+        setattr(closing, _MARK, watch)
+        try:
+            setattr(response, name, closing)
+        except (AttributeError, TypeError):  # a response that takes no attributes: dropping still ends the span
+            return
 
 
 class _Proxy:
@@ -273,7 +512,8 @@ class _Proxy:
     def __init__(self, stream: Any, watch: _Watch) -> None:
         object.__setattr__(self, "_agentlat_stream", stream)
         object.__setattr__(self, "_agentlat_watch", watch)
-        watch.bind(self)
+        response = getattr(stream, "http_response", None) or getattr(stream, "response", None)
+        watch.bind(self, response)
 
     @property
     def __class__(self) -> type:  # type: ignore[override]
@@ -297,6 +537,7 @@ class _SyncStream(_Proxy):
 
     def __next__(self) -> Any:
         watch = self._agentlat_watch
+        watch.reading = True
         try:
             item = next(self._agentlat_stream)
         except StopIteration:
@@ -305,6 +546,8 @@ class _SyncStream(_Proxy):
         except BaseException as exc:
             watch.end(FAILED, exc)
             raise
+        finally:
+            watch.reading = False
         watch.item(item)
         return item
 
@@ -333,6 +576,7 @@ class _AsyncStream(_Proxy):
 
     async def __anext__(self) -> Any:
         watch = self._agentlat_watch
+        watch.reading = True
         try:
             item = await self._agentlat_stream.__anext__()
         except StopAsyncIteration:
@@ -341,6 +585,8 @@ class _AsyncStream(_Proxy):
         except BaseException as exc:
             watch.end(FAILED, exc)
             raise
+        finally:
+            watch.reading = False
         watch.item(item)
         return item
 
@@ -372,3 +618,54 @@ class _AsyncStream(_Proxy):
                 self._agentlat_watch.end(CLOSED)
 
         return closing
+
+
+class _SyncStreamHiding(_SyncStream):
+    """A stream whose request the instrumentation changed: the items it added are not the caller's."""
+
+    __slots__ = ()
+
+    def __next__(self) -> Any:
+        item = _SyncStream.__next__(self)
+        while self._agentlat_watch.hides(item):  # type: ignore[misc]
+            item = _SyncStream.__next__(self)
+        return item
+
+
+class _AsyncStreamHiding(_AsyncStream):
+    __slots__ = ()
+
+    async def __anext__(self) -> Any:
+        item = await _AsyncStream.__anext__(self)
+        while self._agentlat_watch.hides(item):  # type: ignore[misc]
+            item = await _AsyncStream.__anext__(self)
+        return item
+
+
+class _RawResponse(_Proxy):
+    """Stands in for the raw response of a streamed request (``with_raw_response``,
+    ``with_streaming_response``): the stream ``parse()`` returns is timed; the span ends with it,
+    when the response is closed, or when both are dropped."""
+
+    __slots__ = ("_agentlat_parsed",)
+
+    def __init__(self, response: Any, watch: _Watch) -> None:
+        object.__setattr__(self, "_agentlat_parsed", None)
+        super().__init__(response, watch)
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        parsed = self._agentlat_stream.parse(*args, **kwargs)
+        if inspect.isawaitable(parsed):
+            return self._parsed_async(parsed)
+        return self._stand_in(parsed)
+
+    async def _parsed_async(self, parsed: Any) -> Any:
+        return self._stand_in(await parsed)
+
+    def _stand_in(self, parsed: Any) -> Any:
+        watch = self._agentlat_watch
+        if watch.ended or not isinstance(parsed, watch.stream_types):
+            return parsed
+        if self._agentlat_parsed is None or self._agentlat_parsed._agentlat_stream is not parsed:
+            object.__setattr__(self, "_agentlat_parsed", _stream_proxy(parsed, watch))
+        return self._agentlat_parsed

@@ -1,34 +1,52 @@
 """Auto-instrumentation of the ``anthropic`` client: Messages, sync and async.
 
 Owns: what an Anthropic message and its stream events say (content chunks, usage, model, tool
-calls); the generic wrapper in ``agentlat.instrument._wrapper`` does the rest. Anthropic's
-``input_tokens`` leaves out the tokens read from and written to the prompt cache, so the span's
-``gen_ai.usage.input_tokens`` is their sum, which includes cached tokens as the GenAI conventions
-want. ``messages.stream()`` builds its request without ``create`` and is not timed here. The SDK's
-own span ("anthropic.messages.create", which ``agentlat.init`` turns off for clients made after
-it) is a child of agentlat's when a client asks for it, and its traceparent replaces agentlat's.
+calls and the moments each call's name and complete input arrive); the generic wrapper in
+``agentlat.instrument._wrapper`` does the rest. Anthropic's ``input_tokens`` leaves out the tokens
+read from and written to the prompt cache, so the span's ``gen_ai.usage.input_tokens`` is their sum,
+which includes cached tokens as the GenAI conventions want. Every way to stream is timed, one span per
+request: ``create(stream=True)``, ``messages.stream()`` (which builds its request without ``create``,
+from anthropic 0.40 to 2.x: its ``_post`` is timed) with its events, ``text_stream``,
+``get_final_message()`` and ``until_done()``, ``parse()``, and the raw responses of
+``with_raw_response``/``with_streaming_response`` whose ``parse()`` gives the stream. The SDK's own
+span ("anthropic.messages.create", which ``agentlat.init`` turns off for clients made after it) is a
+child of agentlat's when a client asks for it, and its traceparent replaces agentlat's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlat.instrument._wrapper import Endpoint, Facts, Patcher
 
+if TYPE_CHECKING:
+    from agentlat._model_call import ModelCall
+
 PROVIDER = "anthropic"
 _USAGE_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+_HELPERS = ("stream", "parse")  # build their request without create (parse: where it exists)
 
 _patcher = Patcher()
 
 
 def instrument() -> None:
-    """Patch ``Messages.create`` and ``AsyncMessages.create``; a second call does nothing."""
+    """Patch ``Messages.create`` and ``AsyncMessages.create`` and their ``stream``/``parse`` helpers;
+    a second call does nothing."""
     import anthropic
     from anthropic.resources.messages import AsyncMessages, Messages
 
-    messages = Endpoint(PROVIDER, (anthropic.Stream, anthropic.AsyncStream), message_facts, MessagesReader)
+    streams = (anthropic.Stream, anthropic.AsyncStream)
+    messages = Endpoint(PROVIDER, streams, message_facts, MessagesReader, paths=frozenset({"/v1/messages"}))
     _patcher.wrap(Messages, "create", messages, is_async=False)
     _patcher.wrap(AsyncMessages, "create", messages, is_async=True)
+    for helper in _HELPERS:
+        _patcher.wrap_helper(Messages, helper, messages)
+        _patcher.wrap_helper(AsyncMessages, helper, messages)
+    # the helper's stream: older versions build their own over the response of the one they get
+    from anthropic.lib.streaming import AsyncMessageStream, MessageStream
+
+    _patcher.wrap_stream_holder(MessageStream, "_raw_stream")
+    _patcher.wrap_stream_holder(AsyncMessageStream, "_raw_stream")
 
 
 def uninstrument() -> None:
@@ -64,11 +82,14 @@ def message_facts(message: Any) -> Facts:
 class MessagesReader:
     """``RawMessageStreamEvent`` items: every ``content_block_delta`` is output, and so is the start
     of a ``tool_use`` block (it carries the tool's name); message_start, text block starts, stops
-    and message_delta are not."""
+    and message_delta are not. A tool call is named at its block's start and ready at its stop."""
+
+    call: ModelCall | None = None
 
     def __init__(self) -> None:
         self.facts = Facts()
         self._usage: dict[str, int] = {}
+        self._tools: dict[int, tuple[str | None, str]] = {}  # block index -> (tool_use id, name)
 
     def feed(self, event: Any) -> bool:
         kind = event.type
@@ -79,8 +100,15 @@ class MessagesReader:
             if block.type != "tool_use":
                 return False
             self.facts.tool_calls[0, event.index] = block.name
+            tool = self._tools[event.index] = (getattr(block, "id", None), block.name)
+            if self.call is not None:
+                self.call.tool_call_named(*tool, index=event.index)
             return True
-        if kind == "message_start":
+        if kind == "content_block_stop":
+            tool = self._tools.pop(event.index, None)
+            if tool is not None and self.call is not None:
+                self.call.tool_call_ready(*tool, index=event.index)
+        elif kind == "message_start":
             self.facts.model = event.message.model
             self._add_usage(event.message.usage)
         elif kind == "message_delta":

@@ -53,6 +53,24 @@ def virtualenv(name: str) -> Path:
     return python
 
 
+def overlay(requirement: str) -> Path:
+    """A folder holding the one package ``requirement`` pins (``pip install --no-deps --target``), built
+    once: put before the project's packages on ``PYTHONPATH``, it runs another version of one client
+    over them, the oldest a pyproject.toml range declares, say."""
+    name = requirement.replace("==", "-")
+    folder = ENVS / name
+    ENVS.mkdir(exist_ok=True)
+    with open(ENVS / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = folder / STAMP
+        if not (stamp.exists() and stamp.read_text() == requirement):
+            shutil.rmtree(folder, ignore_errors=True)
+            pip = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps"]
+            _run([*pip, "--target", str(folder), requirement], f"pip install --target {folder} {requirement}")
+            stamp.write_text(requirement)
+    return folder
+
+
 def _run(cmd: list[str], what: str) -> None:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
