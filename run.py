@@ -67,7 +67,10 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     ensure_environment()
     if command == "up":
-        return subprocess.call([str(BIN / "agentlat"), "up", *rest], cwd=ROOT)
+        # Become `agentlat up`: a signal for this process (a service manager's, an IDE's stop
+        # button) then reaches it, and it stops everything it started.
+        os.chdir(ROOT)
+        os.execv(BIN / "agentlat", [str(BIN / "agentlat"), "up", *rest])
     ensure_chromium()
     say("running the test suite")
     return subprocess.call([str(BIN / "python"), "-m", "pytest", *rest], cwd=ROOT)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated
 
 import typer
 
@@ -44,24 +44,37 @@ def streamlit_command(port: int, host: str = "127.0.0.1") -> list[str]:
     ]  # fmt: skip
 
 
-def start(api: str, port: int) -> subprocess.Popen[bytes]:
-    """Start the dashboard in a child process (``agentlat up`` runs it beside the collector)."""
-    return subprocess.Popen(streamlit_command(port), env={**os.environ, ENV_API: api})
+def start(api: str, port: int, log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+    """Start the dashboard in a child process that ends with this one, even if this one is killed
+    outright (``agentlat up`` runs it beside the collector); its output goes to ``log``."""
+    from agentlat.processes import dies_with_parent
+
+    env = {**os.environ, ENV_API: api}
+    return subprocess.Popen(  # started from the main thread (see dies_with_parent)
+        streamlit_command(port), env=env, stdout=log, stderr=subprocess.STDOUT if log else None,
+        preexec_fn=dies_with_parent,
+    )  # fmt: skip
 
 
 @contextmanager
-def beside(port: int, api: str, console: Any) -> Iterator[None]:
-    """Run the dashboard on ``port`` (0: not at all) for as long as the block runs (``agentlat up``)."""
+def beside(port: int, api: str, log_path: Path) -> Iterator[None]:
+    """Run the dashboard on ``port`` (0: not at all) for as long as the block runs (``agentlat up``),
+    its output in ``log_path``."""
     if not port:
         yield
         return
-    process = start(api, port)
-    console.print(f"[bold green]agentlat[/] dashboard on [bold]http://127.0.0.1:{port}[/]")
-    try:
-        yield
-    finally:
-        process.terminate()
-        process.wait(10)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = start(api, port, log)
+        try:
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def dashboard(

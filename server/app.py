@@ -38,6 +38,7 @@ from agentlat.server.auth import Authenticator, AuthError, KeyRing, RateLimiter
 from agentlat.server.config import Settings
 from agentlat.server.otlp_grpc import start_grpc_server
 from agentlat.server.otlp_http import OtlpHttpReceiver, ReceiveLimits
+from agentlat.server.request_log import RequestLog
 from agentlat.server.routes import ROUTERS
 from agentlat.server.routes.budgets import watch_budgets
 from agentlat.server.routes.deps import caller_of, project_of
@@ -170,6 +171,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         app.include_router(router)
     _add_error_handlers(app)
     app.add_middleware(ApiGuard, authenticate=caller_of, max_body_bytes=settings.max_api_body_bytes)
+    app.add_middleware(RequestLog)  # outermost: it sees the status of every answer, the guard's included
     return app
 
 

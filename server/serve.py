@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from rich.console import Console
 
@@ -12,6 +17,8 @@ from agentlat.errors import ConfigError
 from agentlat.server.app import create_app
 from agentlat.server.config import Settings
 from agentlat.server.http_limits import HttpLimits
+
+log = logging.getLogger("agentlat.collector")
 
 
 def run_server(
@@ -26,7 +33,10 @@ def run_server(
     require_keys: bool = False,
     log_level: str = "info",
     console: Console,
+    announce: Callable[[str], None] | None = None,
 ) -> None:
+    """Serve until stopped. The banner is printed once the server answers ``/readyz`` (by
+    ``announce`` when given: ``agentlat up`` adds what it runs beside)."""
     settings = Settings.from_env(
         host=host,
         port=port,
@@ -39,19 +49,55 @@ def run_server(
     )
     options = http_options(settings)  # before the store opens: a bad limit is a start-up error
     app = create_app(settings)
+    text = banner(settings, app.state.store.description)
+    when_ready(f"{local_url(settings)}/readyz", lambda: (announce or console.print)(text))
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=log_level, log_config=None, access_log=False, **options
+    )
+
+
+def local_url(settings: Settings) -> str:
+    """Where this machine reaches the server (loopback when it binds every address)."""
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
+
+
+def banner(settings: Settings, store: str) -> str:
     base = f"http://{settings.host}:{settings.port}"
     grpc = f"{settings.host}:{settings.grpc_port}" if settings.grpc_port else "off"
     keys = "required" if settings.keys_required else "off (loopback only)"
-    console.print(
-        f"[bold green]agentlat[/] collector on [bold]{base}[/]\n"
-        f"  OTLP/HTTP  {base}/v1/traces, /v1/logs, /v1/metrics  (set OTEL_EXPORTER_OTLP_ENDPOINT={base})\n"
-        f"  OTLP/gRPC  {grpc}\n"
-        f"  query API  {base}/api/v1  (docs: {base}/docs)\n"
-        f"  metrics    {base}/metrics\n"
-        f"  store      {app.state.store.description}\n"
-        f"  API keys   {keys}"
-    )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, log_config=None, **options)
+    extras = [
+        f"  budgets    {settings.budgets_path}  (GET {base}/api/v1/budgets)" if settings.budgets_path else "",
+        f"  alerts     {settings.alerts_path}  (GET {base}/api/v1/alerts)" if settings.alerts_path else "",
+    ]
+    return "\n".join([
+        f"[bold green]agentlat[/] collector on [bold]{base}[/]",
+        f"  OTLP/HTTP  {base}/v1/traces, /v1/logs, /v1/metrics  (set OTEL_EXPORTER_OTLP_ENDPOINT={base})",
+        f"  OTLP/gRPC  {grpc}",
+        f"  query API  {base}/api/v1  (docs: {base}/docs)",
+        f"  metrics    {base}/metrics",
+        f"  store      {store}",
+        f"  API keys   {keys}",
+        *filter(None, extras),
+    ])  # fmt: skip
+
+
+def when_ready(url: str, then: Callable[[], None], timeout: float = 120.0) -> None:
+    """Call ``then`` from a daemon thread once ``url`` answers 200 (a warning if it never does)."""
+
+    def wait() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url, timeout=2).status_code == 200:
+                    then()
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        log.warning("not ready after %.0f s: %s does not answer 200", timeout, url)
+
+    threading.Thread(target=wait, name="agentlat-banner", daemon=True).start()
 
 
 def http_options(settings: Settings) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import httpx
 
 from agentlat.demo.fake_llm import FakeLLM, Scenario
 from agentlat.demo.workload import SERVICES, run_service
-from agentlat.processes import exit_with_parent
+from agentlat.processes import child_env, exit_with_parent
 
 
 def _service_process(service: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
@@ -84,7 +84,7 @@ def background_demo(api_url: str, rate: float, log_path: Path) -> Iterator[None]
         with open(log_path, "ab") as log:
             command = [sys.executable, "-m", "agentlat.cli.main", "demo", "--endpoint", api_url,
                        "--rate", str(rate), "--duration", "0"]  # fmt: skip
-            holder.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+            holder.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=child_env()))
 
     starter = threading.Thread(target=launch, name="agentlat-demo-starter", daemon=True)
     starter.start()
@@ -99,6 +99,11 @@ def background_demo(api_url: str, rate: float, log_path: Path) -> Iterator[None]
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def demo_file(name: str) -> Path:
+    """A file shipped with the demo: ``budgets.yaml`` and ``alerts.yaml``, which ``agentlat up`` serves."""
+    return Path(__file__).with_name(name)
 
 
 def _ready(api_url: str) -> bool:
