@@ -109,6 +109,17 @@ class Share(Answer):
     orchestration: float
 
 
+class SplitAt(Answer):
+    """The split of the requests at one percentile of E2E: the means of the traces ranked within half a
+    percentile point of it (at least one); model + tool + orchestration = e2e."""
+
+    traces: int = Field(description="traces averaged")
+    e2e: float
+    model: float
+    tool: float
+    orchestration: float
+
+
 class BreakdownRow(Answer):
     group: dict[str, str]
     e2e: MeanStats
@@ -117,6 +128,11 @@ class BreakdownRow(Answer):
     orchestration: MeanStats | None = Field(None, description="absent when the rollups hold no orchestration time")
     traces: int
     share: Share
+    at: dict[str, SplitAt] | None = Field(
+        None,
+        description="per p50, p95, p99: the split of the requests at that percentile of E2E, from the analysed "
+        "traces (absent when grouping or filtering by model or tool, which traces do not keep)",
+    )
 
 
 class BreakdownResponse(Answer):
@@ -164,6 +180,7 @@ class TimeseriesResponse(Answer):
 
 # --- /dimensions, /advice --------------------------------------------------------------
 class DimensionRow(Answer):
+    service: str | None = Field(None, description="the service (with group_by=service only)")
     name: str = Field(description="the route, agent, model or tool")
     count: int = Field(description="requests, agent runs, model calls or tool calls")
     errors: int
@@ -175,6 +192,7 @@ class DimensionRow(Answer):
 
 class DimensionsResponse(Answer):
     dimension: str
+    group_by: list[str] = Field(default_factory=list, description="['service'] when rows are per service too")
     unit: Unit
     source: Source
     window: Window
@@ -192,6 +210,12 @@ class Finding(Answer):
     saving_ms_per_request: float
     requests: int
     total_saving_s: float = Field(description="saving per request x requests: what findings are ranked by")
+    applies_to: int = Field(description="how many of the requests (or their model calls, or prefetches) it applies to")
+    applies_to_unit: Literal["requests", "model calls", "prefetches"] = Field(description="what applies_to counts")
+    saving_basis: str = Field(
+        description="the saving in words: the requests it is averaged over (all of the route's) and how many the "
+        "lever applies to"
+    )
 
 
 class AdviceResponse(Answer):
@@ -242,6 +266,30 @@ class ParallelGroup(Row):
     on_critical_path: bool
 
 
+class DispatchedCall(Row):
+    """A tool span linked to the tool call its model streamed: when the call's arguments were complete, and
+    how long the tool waited after that."""
+
+    span_id: str
+    tool: str
+    call_id: str
+    model_span_id: str = Field(description="the model call that streamed it")
+    ready_ns: int = Field(description="when its arguments were complete in the stream (unix ns)")
+    delay_ms: float = Field(description="dispatch delay: tool start minus ready, 0 if it started earlier")
+    while_streaming: bool = Field(description="the tool started before its model call ended")
+    on_critical_path: bool
+
+
+class DispatchGroup(Row):
+    """The tools one model call streamed, and the E2E saved had each started when its arguments were complete."""
+
+    model_span_id: str
+    span_ids: list[str]
+    tools: list[str]
+    saving_ms: float
+    on_critical_path: bool
+
+
 class TraceAnalysis(Row):
     """The trace's analysis: its E2E split, critical path, segments and what-ifs."""
 
@@ -276,12 +324,17 @@ class TraceAnalysis(Row):
     server_ms: float
     client_wait_ms: float
     parallel_saving_ms: float
+    dispatch_saving_ms: float = Field(description="E2E saved had each streamed tool call started when ready")
+    dispatch_delays_ms: list[float] = Field(description="each linked tool call's dispatch delay, in start order")
+    dispatch_streamed_calls: int = Field(description="linked tool calls started while their model call streamed")
     critical_path: list[str]
     start_ns: int
     analysed_at: str
     start: str
     segments: list[Segment]
     parallelisable: list[ParallelGroup]
+    dispatched: list[DispatchedCall]
+    dispatch_groups: list[DispatchGroup]
 
 
 class SpanEvent(Answer):

@@ -40,6 +40,9 @@ PortOpt = Annotated[
     int | None,
     typer.Option("--port", help="OTLP/HTTP + API port (env AGENTLAT_PORT, default 4318)."),
 ]
+GrpcPortOpt = Annotated[
+    int | None, typer.Option("--grpc-port", help="OTLP/gRPC port, 0 for none (env AGENTLAT_GRPC_PORT, default 4317).")
+]
 DataOpt = Annotated[
     Path | None,
     typer.Option("--data", help="Embedded store directory (env AGENTLAT_DATA, default ./.agentlat/data)."),
@@ -59,10 +62,7 @@ LogOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning o
 def serve(
     host: HostOpt = None,
     port: PortOpt = None,
-    grpc_port: Annotated[
-        int | None,
-        typer.Option("--grpc-port", help="OTLP/gRPC port, 0 for none (env AGENTLAT_GRPC_PORT, default 4317)."),
-    ] = None,
+    grpc_port: GrpcPortOpt = None,
     data: DataOpt = None,
     clickhouse: ClickHouseOpt = None,
     require_keys: Annotated[
@@ -78,10 +78,15 @@ def serve(
     ] = None,
     log_level: LogOpt = "info",
 ) -> None:
-    """Run the collector: OTLP/HTTP on /v1/traces, /v1/logs and /v1/metrics, and the query API on /api/v1."""
+    """Run the collector: OTLP/HTTP on /v1/traces, /v1/logs and /v1/metrics, and the query API on /api/v1.
+
+    Stops cleanly on Ctrl-C, SIGTERM or SIGHUP. Requests are logged when they fail; --log-level debug logs them all.
+    """
+    from agentlat.processes import stop_on_signals
     from agentlat.server.serve import run_server
 
     setup_logging(log_level)
+    stop_on_signals()
     run_or_exit(
         lambda: run_server(
             host=host,
@@ -101,6 +106,7 @@ def serve(
 @app.command()
 def up(
     port: PortOpt = None,
+    grpc_port: GrpcPortOpt = None,
     data: DataOpt = None,
     dashboard_port: Annotated[
         int, typer.Option("--dashboard-port", help="Dashboard port on 127.0.0.1 (0: no dashboard).")
@@ -108,26 +114,55 @@ def up(
     demo_rate: Annotated[
         float, typer.Option("--demo-rate", help="Demo agent runs per second sent to it (0: no demo traffic).")
     ] = 1.0,
+    budgets: Annotated[
+        Path | None,
+        typer.Option("--budgets", help="Budgets file for the dashboard's budget page (default: the demo's budgets)."),
+    ] = None,
+    alerts: Annotated[
+        Path | None,
+        typer.Option("--alerts", help="Alert rules evaluated in the server (default: the demo's rules)."),
+    ] = None,
     log_level: LogOpt = "info",
 ) -> None:
-    """Bring up the whole product on the embedded store (collector, dashboard, demo traffic) and print where to look."""
-    from agentlat.cli.dashboard import beside
-    from agentlat.demo.runner import background_demo
-    from agentlat.server.config import Settings
-    from agentlat.server.serve import run_server
+    """Bring up the whole product on the embedded store (collector, dashboard, demo traffic) and print where to look.
 
-    def serve_with_dashboard() -> None:
+    Stops everything it started on Ctrl-C, SIGTERM or SIGHUP.
+    """
+    from agentlat.cli.dashboard import beside
+    from agentlat.demo.runner import background_demo, demo_file
+    from agentlat.processes import stop_on_signals
+    from agentlat.server.config import Settings
+    from agentlat.server.serve import run_server, when_ready
+
+    def bring_up() -> None:
         settings = Settings.from_env(port=port, data_dir=data)
         api = f"http://127.0.0.1:{settings.port}"
-        demo_log = settings.data_dir.parent / "demo.log"
-        demo = background_demo(api, demo_rate, demo_log) if demo_rate > 0 else None
-        with beside(dashboard_port, api, console), demo or contextlib.nullcontext():
-            if demo is not None:
-                console.print(f"  demo       {demo_rate} agent runs/s from 3 services (log: {demo_log})")
-            run_server(port=port, data_dir=data, log_level=log_level, console=console)
+        logs = settings.data_dir.parent
+        demo = background_demo(api, demo_rate, logs / "demo.log") if demo_rate > 0 else contextlib.nullcontext()
+        rules = alerts or demo_file("alerts.yaml")
+        files = budgets or demo_file("budgets.yaml")
+
+        def announce(collector: str) -> None:
+            lines = [collector]
+            if dashboard_port:
+                lines.append(f"[bold green]agentlat[/] dashboard on [bold]http://127.0.0.1:{dashboard_port}[/]")
+            if demo_rate > 0:
+                lines.append(f"  demo       {demo_rate} agent runs/s from 3 services (log: {logs / 'demo.log'})")
+            lines.append("Stop with Ctrl-C.")
+            if dashboard_port:  # the banner waits for the dashboard too
+                when_ready(f"http://127.0.0.1:{dashboard_port}/_stcore/health", lambda: console.print("\n".join(lines)))
+            else:
+                console.print("\n".join(lines))
+
+        with beside(dashboard_port, api, logs / "dashboard.log"), demo:
+            run_server(
+                port=port, grpc_port=grpc_port, data_dir=data, budgets_path=files, alerts_path=rules,
+                log_level=log_level, console=console, announce=announce,
+            )  # fmt: skip
 
     setup_logging(log_level)
-    run_or_exit(serve_with_dashboard)
+    stop_on_signals()
+    run_or_exit(bring_up)
 
 
 WindowOpt = Annotated[str, typer.Option("--window", help="Trailing window to read, e.g. 1h, 24h, 7d.")]
@@ -154,13 +189,10 @@ def _print_advice(body: AdviceResponse, as_json: bool) -> None:
         Console().print(f"No findings for {body.window.start} to {body.window.end}: nothing to pull.")
         return
     table = Table(title="agentlat advice (largest expected saving first)", show_lines=True)
-    for column in ("route", "finding", "lever", "saves / request", "total saved"):
+    for column in ("route", "finding", "lever", "saves (averaged over)", "total saved"):
         table.add_column(column, overflow="fold")
     for f in body.findings:
-        table.add_row(
-            f.route, f.title, f.lever, f"{f.saving_ms_per_request:.0f} ms",
-            f"{f.total_saving_s:.1f} s over {f.requests} requests",
-        )  # fmt: skip
+        table.add_row(f.route, f.title, f.lever, f.saving_basis, f"{f.total_saving_s:.1f} s over {f.requests} requests")
     Console().print(table)
 
 
@@ -177,7 +209,7 @@ def demo(
     duration: Annotated[float, typer.Option("--duration", help="Seconds to run; 0 runs until interrupted.")] = 60.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the timing distributions.")] = 1,
 ) -> None:
-    """Send a realistic agent workload (5 agent types, 3 services) to the collector.
+    """Send a realistic agent workload (6 agent types, 3 services) to the collector.
 
     The real openai and anthropic clients, instrumented by the SDK, call a local fake model server that streams
     their wire formats with realistic time to first token and inter-token latency.
@@ -186,7 +218,9 @@ def demo(
 
     from agentlat._setup import resolve_endpoint
     from agentlat.demo.runner import run_demo
+    from agentlat.processes import exit_with_parent_from_env
 
+    exit_with_parent_from_env()  # started by `agentlat up`: end with it, even if it is killed outright
     target = resolve_endpoint(endpoint)
     # `agentlat up` stops its demo with SIGTERM: exit through the finally blocks that stop the workers
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -5,6 +5,13 @@ names the route, the evidence, the lever and the expected gain per request and o
 window (per-request saving x requests), which is what findings are ranked by. Where a gain
 rests on an assumption (the speed-up speculative decoding typically brings), the finding
 says so.
+
+Each saving per request is a mean over all the route's requests in the window, including those
+the lever does nothing for; its ``Basis`` says so in words ("602 ms per request, averaged over
+all 50 requests of the route; 26 of 50 model calls had long outputs decoded without
+speculation"): the requests it is averaged over and how many requests, model calls or
+prefetches the lever applies to. Where the route has no analysed traces, its model calls stand
+in for its requests, and the basis says that too.
 """
 
 from __future__ import annotations
@@ -23,6 +30,23 @@ MIN_TRACES = 10
 
 
 @dataclass(frozen=True, slots=True)
+class Basis:
+    """What a finding's saving per request is averaged over, and how many of those the lever applies to."""
+
+    requests: int  # the route's requests in the window (its model calls when it has no analysed traces)
+    applies_to: int
+    unit: str  # what ``applies_to`` counts: "requests", "model calls" or "prefetches"
+    clause: str  # ``applies_to`` in words, e.g. "26 of 50 model calls had long outputs"
+    calls_for_requests: bool = False  # no analysed traces: ``requests`` counts model calls
+
+    def text(self, saving_ms: float) -> str:
+        if self.calls_for_requests:
+            over = f"{saving_ms:.0f} ms per model call, averaged over all {self.requests} model calls of the route"
+            return f"{over} (no analysed traces to count requests); {self.clause}"
+        return f"{saving_ms:.0f} ms per request, averaged over all {self.requests} requests of the route; {self.clause}"
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     kind: str
     route: str
@@ -30,7 +54,11 @@ class Finding:
     lever: str
     evidence: dict[str, Any]
     saving_ms_per_request: float
-    requests: int
+    basis: Basis
+
+    @property
+    def requests(self) -> int:
+        return self.basis.requests
 
     @property
     def total_saving_s(self) -> float:
@@ -46,6 +74,9 @@ class Finding:
             "saving_ms_per_request": self.saving_ms_per_request,
             "requests": self.requests,
             "total_saving_s": self.total_saving_s,
+            "applies_to": self.basis.applies_to,
+            "applies_to_unit": self.basis.unit,
+            "saving_basis": self.basis.text(self.saving_ms_per_request),
         }
 
 
@@ -86,8 +117,10 @@ def _calls_per_request(r: RouteEvidence) -> float:
     return r.model_calls_per_trace or 1.0
 
 
-def _requests(r: RouteEvidence) -> int:
-    return r.traces or int(r.calls.get("calls") or 0)
+def _basis(r: RouteEvidence, applies_to: int, unit: str, clause: str) -> Basis:
+    """The route's requests (its model calls when it has no analysed traces) and what the lever applies to."""
+    requests = r.traces or int(r.calls.get("calls") or 0)
+    return Basis(requests, int(applies_to), unit, clause, calls_for_requests=not r.traces)
 
 
 def prompt_cache(r: RouteEvidence) -> Finding | None:
@@ -109,7 +142,9 @@ def prompt_cache(r: RouteEvidence) -> Finding | None:
         lever,
         {"hit_rate": hit_rate, "ttft_cached_ms": cached, "ttft_uncached_ms": uncached,
          "uncached_calls": c["uncached_calls"], "identical_prefix_misses": misses},
-        per_request, _requests(r),
+        per_request,
+        _basis(r, c["uncached_calls"], "model calls",
+               f"{c['uncached_calls']} of {c['cache_reported_calls']} model calls missed the cache"),
     )  # fmt: skip
 
 
@@ -122,7 +157,28 @@ def parallel_tools(r: RouteEvidence) -> Finding | None:
         f"Independent tool calls run one after another in {t['parallel_traces']} of {t['traces']} traces",
         "Run independent tool calls concurrently (asyncio.gather / parallel tool calls)",
         {"traces_with_serial_tools": t["parallel_traces"], "mean_saving_ms": t["parallel_saving_ms"]},
-        t["parallel_saving_ms"], _requests(r),
+        t["parallel_saving_ms"],
+        _basis(r, t["parallel_traces"], "requests", f"{t['parallel_traces']} ran independent tools one after another"),
+    )  # fmt: skip
+
+
+def tool_dispatch(r: RouteEvidence) -> Finding | None:
+    t = r.trace
+    if (t.get("traces") or 0) < MIN_TRACES or not t.get("dispatch_saving_ms") or not t.get("dispatch_calls"):
+        return None
+    calls, streamed, delay = t["dispatch_calls"], t.get("dispatch_streamed_calls") or 0, t.get("dispatch_delay_p50_ms")
+    late = f"a median {delay:.0f} ms" if delay is not None else "late"
+    return Finding(
+        "tool_dispatch", r.route,
+        f"Tools start {late} after the model streamed their arguments"
+        f" ({calls - streamed} of {calls} calls only once the message ended)",
+        "Dispatch tool calls as they stream: start each tool the moment its call's arguments are complete",
+        {"streamed_tool_calls": calls, "dispatch_delay_p50_ms": delay,
+         "dispatched_while_streaming": streamed / calls, "traces_that_would_gain": t["dispatch_traces"],
+         "mean_saving_ms": t["dispatch_saving_ms"]},
+        t["dispatch_saving_ms"],
+        _basis(r, t["dispatch_traces"], "requests",
+               f"{t['dispatch_traces']} would end sooner with each tool started as its call streamed"),
     )  # fmt: skip
 
 
@@ -138,7 +194,8 @@ def speculative_decoding(r: RouteEvidence) -> Finding | None:
         f"{count} long outputs (≥400 tokens, mean {tokens:.0f}) decode without speculation",
         f"Enable speculative decoding (estimate assumes a {SPECULATIVE_SPEEDUP}x decode speed-up)",
         {"long_calls": count, "decode_ms": c["long_plain_decode_ms"], "assumed_speedup": SPECULATIVE_SPEEDUP},
-        per_call * share * _calls_per_request(r), _requests(r),
+        per_call * share * _calls_per_request(r),
+        _basis(r, count, "model calls", f"{count} of {c['calls']} model calls had long outputs without speculation"),
     )  # fmt: skip
 
 
@@ -147,12 +204,14 @@ def wasteful_prefetch(r: RouteEvidence) -> Finding | None:
     wasted, saved = t.get("prefetch_wasted_ms") or 0.0, t.get("prefetch_saved_ms") or 0.0
     if not t.get("traces") or wasted <= saved:
         return None
+    prefetches = t["prefetch_hits"] + t["prefetch_misses"]
     return Finding(
         "wasteful_prefetch", r.route,
         f"Speculative prefetch wastes {wasted / 1000:.1f} s for {saved / 1000:.1f} s saved",
         "Prefetch only tools the model picks most of the time, or cancel prefetches sooner",
         {"hits": t["prefetch_hits"], "misses": t["prefetch_misses"], "wasted_ms": wasted, "saved_ms": saved},
-        (wasted - saved) / t["traces"], _requests(r),
+        (wasted - saved) / t["traces"],
+        _basis(r, prefetches, "prefetches", f"{prefetches} prefetches were made, {t['prefetch_misses']} unused"),
     )  # fmt: skip
 
 
@@ -165,7 +224,9 @@ def queueing(r: RouteEvidence) -> Finding | None:
         "queueing", r.route, f"Queueing is {queue / ttft:.0%} of time to first token",
         "Add serving capacity, or give this route priority in the server's scheduler",
         {"queue_ms": queue, "ttft_ms": ttft, "server_calls": s["server_calls"]},
-        queue * _calls_per_request(r), _requests(r),
+        queue * _calls_per_request(r),
+        _basis(r, s["server_calls"], "model calls",
+               f"{s['server_calls']} model calls timed by the server, their mean queueing counted for every call"),
     )  # fmt: skip
 
 
@@ -181,7 +242,8 @@ def long_prefill(r: RouteEvidence) -> Finding | None:
         "long_prefill", r.route, f"Long prefill: median input {tokens:.0f} tokens, median TTFT {ttft:.0f} ms",
         "Cache the shared context, trim retrieved chunks, or serve with prefill/decode disaggregation",
         {"input_tokens_p50": tokens, "ttft_p50_ms": ttft, "prefill_ms": prefill},
-        (prefill - RAG_TTFT_MS / 2) * _calls_per_request(r), _requests(r),
+        (prefill - RAG_TTFT_MS / 2) * _calls_per_request(r),
+        _basis(r, c["calls"], "model calls", f"all {c['calls']} model calls, each counted at the median prefill"),
     )  # fmt: skip
 
 
@@ -194,8 +256,18 @@ def itl_stalls(r: RouteEvidence) -> Finding | None:
         "itl_stalls", r.route, f"{stalled / streamed:.0%} of streams stall (a gap over the stall threshold)",
         "Look for server preemption or batching pauses; stream through fewer proxies",
         {"stalled_calls": stalled, "streamed_calls": streamed, "stall_excess_ms": c["stall_excess_ms"]},
-        c["stall_excess_ms"] * stalled / streamed * _calls_per_request(r), _requests(r),
+        c["stall_excess_ms"] * stalled / streamed * _calls_per_request(r),
+        _basis(r, stalled, "model calls", f"{stalled} of {streamed} streamed model calls stalled"),
     )  # fmt: skip
 
 
-RULES = (prompt_cache, parallel_tools, speculative_decoding, wasteful_prefetch, queueing, long_prefill, itl_stalls)
+RULES = (
+    prompt_cache,
+    parallel_tools,
+    tool_dispatch,
+    speculative_decoding,
+    wasteful_prefetch,
+    queueing,
+    long_prefill,
+    itl_stalls,
+)

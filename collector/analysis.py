@@ -35,7 +35,11 @@ Critical path
   the child that ends last at or before the cursor (ties: the one that started first), walk it
   over its clamped interval, and set cursor = its start. Children that end
   after the cursor overlap a chosen one and are skipped: that is what parallel means. Time in
-  [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. A chosen child that is
+  [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. One exception to
+  "skipped": a tool dispatched from a model call's stream (linked to it as under "Streamed tool-call
+  dispatch" below) that started while that call still streamed waited for the stream, not beside it.
+  When the walk chooses such a tool, the model call is chosen next, clamped to end at the cursor (the
+  tool's start), though it ends later. A chosen child that is
   transparent (its role is neither model nor tool, and it is no phase or server span) walks the
   siblings whose clamped interval lies inside its own as if they were its children: frameworks
   record a step and the work it waits for as siblings (LangChain's ``call_model`` encloses the
@@ -75,10 +79,33 @@ Parallelisable tool calls
   a ``ParallelGroup``. Its saving is sum - max of the members' walked (clamped) durations, counted
   only when every member is on the critical path (else 0): running them together would shorten
   E2E by that much, which never exceeds the split's model_ns + tool_ns.
+
+Streamed tool-call dispatch
+  A model span's ``tool_calls`` are the tool calls it streamed (the SDK's ``agentlat.tool_call`` events:
+  when each one's name appeared and its arguments were complete, its ready moment). A tool span is linked
+  to the model span that streamed a call with its ``tool_call_id`` and a ready moment (the first such span
+  in start order); else, when it has ``args_ready_ns`` (``agentlat.tool.args_ready_time``), to the client
+  model call that was streaming then (start <= ready <= end; the latest to start, ties: the first in span
+  order), if any: the model span's record wins over the tool's own. Per linked tool T of model span M:
+  its dispatch delay is max(0, T's start - ready), and it was dispatched while streaming when it started
+  before M ended. A tool lasts from its start to its reach.
+  What-if, per M with linked tools G: had each member started at its ready moment (or, when it depends_on
+  another tool's output, once that tool is done: an earlier member at its what-if end, any other tool at
+  its reach), independent members together, member T would end at end'(T) = start'(T) + its duration. The
+  group's tools are done at F = the latest walked end among the members on the critical path (none on it:
+  saving 0); they would be done at F' = max(M's end, every end'(T), and the end of every other span that
+  ended after M and by F and is neither M nor a member nor an ancestor or descendant of one: work that the
+  next step may have waited for as well). The group saves [max(F', root start), F) of the critical path,
+  and the trace the union of its groups' stretches (dispatch_saving_ns). Bounds: a group saves at most the
+  dispatch delay of the on-path member whose walked end is F (F - F' <= reach - (ready + duration)); the
+  union never exceeds E2E; and nothing is saved when every linked tool started at its ready moment.
+  Cost: one pass over the spans when none has streamed tool calls or args_ready_ns (nearly every trace);
+  else, per model span with linked tools, a walk back over the spans ending in (its end, F].
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -86,7 +113,16 @@ from operator import attrgetter
 
 from agentlat import semconv as sc
 
-__all__ = ["ParallelGroup", "PathSegment", "SpanRecord", "TraceAnalysis", "analyse"]
+__all__ = [
+    "DispatchGroup",
+    "DispatchedCall",
+    "ParallelGroup",
+    "PathSegment",
+    "SpanRecord",
+    "StreamedToolCall",
+    "TraceAnalysis",
+    "analyse",
+]
 
 MODEL, TOOL, ORCHESTRATION = sc.ROLE_MODEL, sc.ROLE_TOOL, "orchestration"
 PHASES = ("queue", "prefill", "decode")
@@ -126,6 +162,18 @@ class SpanRecord:
     prefetch_saved_ms: float | None = None
     prefetch_wasted_ms: float | None = None
     response_id: str = ""  # gen_ai.response.id: two model calls with the same one are one call
+    tool_calls: tuple[StreamedToolCall, ...] = ()  # on a model span: the tool calls it streamed
+    args_ready_ns: int | None = None  # on a tool span: when its arguments were complete in the stream (unix ns)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedToolCall:
+    """A tool call a model streamed, as its model span records it (unix ns; ``None`` when not reported)."""
+
+    call_id: str
+    name: str
+    named_ns: int | None  # its name first appeared in the stream
+    ready_ns: int | None  # its arguments were complete: the tool could start
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +194,31 @@ class ParallelGroup:
     span_ids: tuple[str, ...]
     tools: tuple[str, ...]
     saving_ns: int  # E2E saved by running them together; 0 unless all are on the critical path
+    on_critical_path: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchedCall:
+    """A tool span linked to the streamed tool call it ran."""
+
+    span_id: str
+    tool: str
+    call_id: str
+    model_span_id: str  # the model call that streamed it
+    ready_ns: int  # its arguments were complete (unix ns)
+    delay_ns: int  # tool start - ready, 0 when it started earlier
+    while_streaming: bool  # started before its model call ended
+    on_critical_path: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchGroup:
+    """The tools one model call streamed, and the E2E saved had each started when its arguments were complete."""
+
+    model_span_id: str
+    span_ids: tuple[str, ...]
+    tools: tuple[str, ...]
+    saving_ns: int  # 0 unless a member is on the critical path
     on_critical_path: bool
 
 
@@ -187,6 +260,9 @@ class TraceAnalysis:
     client_wait_ns: int
     parallelisable: tuple[ParallelGroup, ...]
     parallel_saving_ns: int
+    dispatched: tuple[DispatchedCall, ...]
+    dispatch_groups: tuple[DispatchGroup, ...]
+    dispatch_saving_ns: int
 
 
 @dataclass(slots=True)
@@ -209,7 +285,8 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
     if not spans:
         raise ValueError("analyse() needs the spans of one trace; got none")
     tree = _assemble(spans)
-    segments, split, windows = _walk(tree)
+    links = _dispatch_links(tree) if any(s.tool_calls or s.args_ready_ns is not None for s in tree.spans) else {}
+    segments, split, windows = _walk(tree, {t: m for m, members in links.items() for t, _ in members})
     groups = _parallel_groups(tree, windows)
     root, ordered = tree.spans[tree.root], tree.spans
     model_sum, tool_sum = _sum(ordered, tree.is_call), _sum(ordered, tree.is_tool)
@@ -244,6 +321,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
         ),
         parallelisable=tuple(groups),
         parallel_saving_ns=sum(g.saving_ns for g in groups),
+        **_dispatch(tree, windows, links),
         **_prefetch(ordered),
         **_server_join(tree),
     )
@@ -394,9 +472,11 @@ def _parents(spans: list[SpanRecord]) -> list[int]:
 # --- critical path ----------------------------------------------------------------------
 
 
-def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tuple[int, int, int]]]:
+def _walk(
+    tree: _Tree, dispatched_from: dict[int, int]
+) -> tuple[list[PathSegment], dict[str, int], dict[int, tuple[int, int, int]]]:
     """Segments in time order, their total per category and phase, and the walked window (lo, hi, depth) of each
-    span on the path."""
+    span on the path. ``dispatched_from``: tool span -> the model span whose streamed tool call it ran."""
     spans, children = tree.spans, tree.children
     own: list[tuple[int, int, str, str, str]] = []  # (lo, hi, span id, category, phase) of each span's own time
     windows: dict[int, tuple[int, int, int]] = {}
@@ -413,14 +493,19 @@ def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tup
         kids = children[node] + adopted if adopted else children[node]
         if kids:  # most spans are leaves
             keyed = _clamped_children(spans, tree.reach, kids, lo, hi)
+            waits_on = -1  # the model call whose stream the last chosen tool was dispatched from
             for k, (neg_hi, c_lo, child) in enumerate(keyed):
-                if -neg_hi > cursor:
-                    continue
-                if -neg_hi < cursor:
-                    own.append((-neg_hi, cursor, span_id, category, seg_phase))
+                c_hi = -neg_hi
+                if c_hi > cursor:
+                    if child != waits_on or c_lo >= cursor:
+                        continue
+                    c_hi = cursor  # still streaming when the tool started: the tool waited for it until then
+                if c_hi < cursor:
+                    own.append((c_hi, cursor, span_id, category, seg_phase))
                 inside = _enclosed(keyed, k) if _transparent(spans[child]) else []
-                stack.append((child, c_lo, -neg_hi, depth + 1, category, phase, inside))
+                stack.append((child, c_lo, c_hi, depth + 1, category, phase, inside))
                 cursor = c_lo
+                waits_on = dispatched_from.get(child, -1)
         if lo < cursor:
             own.append((lo, cursor, span_id, category, seg_phase))
     own.sort()
@@ -632,3 +717,173 @@ def _group(tree: _Tree, run: list[int], windows: dict[int, tuple[int, int, int]]
         saving_ns=sum(walked) - max(walked),
         on_critical_path=on_path,
     )
+
+
+# --- streamed tool-call dispatch ------------------------------------------------------------
+
+_NO_DISPATCH: dict[str, object] = {"dispatched": (), "dispatch_groups": (), "dispatch_saving_ns": 0}
+
+
+def _dispatch(
+    tree: _Tree, windows: dict[int, tuple[int, int, int]], links: dict[int, list[tuple[int, int]]]
+) -> dict[str, object]:
+    """Linked tool calls, their groups and the trace's dispatch saving (module docstring)."""
+    if not links:
+        return _NO_DISPATCH  # nearly every trace
+    spans = tree.spans
+    tool_of: dict[str, int] = {}  # call id -> the first tool span with it
+    for i, span in enumerate(spans):
+        if tree.is_tool[i] and span.tool_call_id:
+            tool_of.setdefault(span.tool_call_id, i)
+    related = _Related(tree)
+    calls: list[tuple[int, DispatchedCall]] = []
+    groups: list[DispatchGroup] = []
+    stretches: list[tuple[int, int]] = []
+    for m in sorted(links):
+        model, members = spans[m], links[m]
+        calls.extend((t, _dispatched(spans[t], model, ready, t in windows)) for t, ready in members)
+        done = [windows[t][1] for t, _ in members if t in windows]
+        saving = 0
+        if done:
+            f = max(done)
+            floor = max(model.end_ns, *_what_if_ends(tree, members, tool_of))
+            if floor < f:
+                floor = max(floor, related.latest_other_end(m, [t for t, _ in members], model.end_ns, f))
+            floor = max(floor, tree.lo)
+            if floor < f:
+                saving = f - floor
+                stretches.append((floor, f))
+        groups.append(
+            DispatchGroup(
+                model_span_id=model.span_id,
+                span_ids=tuple(spans[t].span_id for t, _ in members),
+                tools=tuple(spans[t].tool or spans[t].name for t, _ in members),
+                saving_ns=saving,
+                on_critical_path=bool(done),
+            )
+        )
+    return {
+        "dispatched": tuple(call for _, call in sorted(calls, key=lambda c: c[0])),
+        "dispatch_groups": tuple(groups),
+        "dispatch_saving_ns": _union(stretches),
+    }
+
+
+def _dispatch_links(tree: _Tree) -> dict[int, list[tuple[int, int]]]:
+    """Model span -> its linked tool spans with their ready moments, in start order."""
+    spans = tree.spans
+    streamed: dict[str, tuple[int, int]] = {}  # call id -> (model span, ready): the first span in order wins
+    for i, span in enumerate(spans):
+        if span.role == MODEL:
+            for call in span.tool_calls:
+                if call.call_id and call.ready_ns is not None:
+                    streamed.setdefault(call.call_id, (i, call.ready_ns))
+    calls: list[int] | None = None  # client model calls by start, computed on first need
+    starts: list[int] = []
+    links: dict[int, list[tuple[int, int]]] = {}
+    for t, span in enumerate(spans):
+        if not tree.is_tool[t]:
+            continue
+        link = streamed.get(span.tool_call_id) if span.tool_call_id else None
+        if link is None and span.args_ready_ns is not None:
+            if calls is None:
+                calls = [i for i, s in enumerate(spans) if _is_client_call(s)]  # index order is start order
+                starts = [spans[i].start_ns for i in calls]
+            m = _streaming_at(spans, calls, starts, span.args_ready_ns)
+            link = None if m is None else (m, span.args_ready_ns)
+        if link is not None:
+            links.setdefault(link[0], []).append((t, link[1]))
+    return links
+
+
+def _streaming_at(spans: list[SpanRecord], calls: list[int], starts: list[int], moment: int) -> int | None:
+    """Of the client model calls (span indices and their starts), the one that was streaming at ``moment``:
+    the latest to start with start <= moment <= end, ties: the first in span order."""
+    k = bisect_right(starts, moment)
+    best = None
+    while k > 0:
+        k -= 1
+        i = calls[k]
+        if best is not None and spans[i].start_ns < spans[best].start_ns:
+            break
+        if spans[i].end_ns >= moment:
+            best = i  # walking back: an equal start earlier in order replaces it
+    return best
+
+
+def _dispatched(tool: SpanRecord, model: SpanRecord, ready: int, on_path: bool) -> DispatchedCall:
+    return DispatchedCall(
+        span_id=tool.span_id,
+        tool=tool.tool or tool.name,
+        call_id=tool.tool_call_id,
+        model_span_id=model.span_id,
+        ready_ns=ready,
+        delay_ns=max(0, tool.start_ns - ready),
+        while_streaming=tool.start_ns < model.end_ns,
+        on_critical_path=on_path,
+    )
+
+
+def _what_if_ends(tree: _Tree, members: list[tuple[int, int]], tool_of: dict[str, int]) -> list[int]:
+    """Each member's end had it started at its ready moment, or once the tools it depends on were done."""
+    spans, reach = tree.spans, tree.reach
+    finish: dict[str, int] = {}  # call id -> what-if end of a member already placed
+    ends = []
+    for t, ready in members:
+        tool, start = spans[t], ready
+        for needed in tool.depends_on:
+            if needed in finish:
+                start = max(start, finish[needed])
+            elif needed in tool_of and tool_of[needed] != t:
+                start = max(start, reach[tool_of[needed]])
+        end = start + reach[t] - tool.start_ns
+        if tool.tool_call_id:
+            finish.setdefault(tool.tool_call_id, end)
+        ends.append(end)
+    return ends
+
+
+class _Related:
+    """Ancestor/descendant tests by the tree's pre-order (an Euler tour), and spans by end."""
+
+    def __init__(self, tree: _Tree) -> None:
+        n = len(tree.spans)
+        self.first, self.last = [0] * n, [0] * n  # pre-order index of a span, and the last of its subtree
+        stack, clock = [tree.root], 0
+        while stack:
+            i = stack.pop()
+            if i < 0:
+                self.last[~i] = clock - 1
+                continue
+            self.first[i] = clock
+            clock += 1
+            stack.append(~i)
+            stack.extend(reversed(tree.children[i]))
+        self.by_end = sorted((s.end_ns, i) for i, s in enumerate(tree.spans))
+        self.ends = [end for end, _ in self.by_end]
+
+    def kin(self, a: int, b: int) -> bool:
+        """One is an ancestor-or-self of the other."""
+        first, last = self.first, self.last
+        return first[a] <= first[b] <= last[a] or first[b] <= first[a] <= last[b]
+
+    def latest_other_end(self, model: int, members: list[int], after: int, by: int) -> int:
+        """The latest end in (after, by] of a span that is not the model span, a member, or kin of a member;
+        ``after`` when there is none."""
+        k = bisect_right(self.ends, by)
+        while k > 0 and self.by_end[k - 1][0] > after:
+            k -= 1
+            end, i = self.by_end[k]
+            if i != model and not any(self.kin(i, t) for t in members):
+                return end
+        return after
+
+
+def _union(stretches: list[tuple[int, int]]) -> int:
+    """Total length of the union of [lo, hi) intervals."""
+    total = 0
+    reached = min((lo for lo, _ in stretches), default=0)
+    for lo, hi in sorted(stretches):
+        total += max(0, hi - max(lo, reached))
+        reached = max(reached, hi)
+    return total

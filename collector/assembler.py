@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -28,7 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from agentlat.collector.analysis import SpanRecord, TraceAnalysis, analyse
+from agentlat import semconv as sc
+from agentlat.collector.analysis import SpanRecord, StreamedToolCall, TraceAnalysis, analyse
 from agentlat.store import TRACE_ROW_SCHEMA, Store, StoreError
 
 log = logging.getLogger("agentlat.collector")
@@ -175,6 +177,10 @@ def spans_by_trace(stored: pa.Table) -> dict[str, list[SpanRecord]]:
     Built column by column: a dict per row would cost more than the query itself."""
     columns = [stored.column(name).to_pylist() for name in _RECORD_FIELDS]
     columns[_DEPENDS_ON] = [_call_ids(text) if text else () for text in columns[_DEPENDS_ON]]
+    columns[_TOOL_CALLS] = [
+        _streamed(start, events) if events else ()
+        for start, events in zip(columns[_START], columns[_TOOL_CALLS], strict=True)
+    ]
     spans: dict[str, list[SpanRecord]] = {}
     for trace_id, values in zip(stored.column("trace_id").to_pylist(), zip(*columns, strict=True), strict=True):
         spans.setdefault(trace_id, []).append(SpanRecord(*values))
@@ -184,6 +190,8 @@ def spans_by_trace(stored: pa.Table) -> dict[str, list[SpanRecord]]:
 # ``Store.analysis_input`` names its columns after the SpanRecord fields.
 _RECORD_FIELDS = [f.name for f in fields(SpanRecord)]
 _DEPENDS_ON = _RECORD_FIELDS.index("depends_on")
+_TOOL_CALLS = _RECORD_FIELDS.index("tool_calls")
+_START = _RECORD_FIELDS.index("start_ns")
 
 
 def _call_ids(text: str) -> tuple[str, ...]:
@@ -193,6 +201,31 @@ def _call_ids(text: str) -> tuple[str, ...]:
     except ValueError:
         return (text,)
     return tuple(str(v) for v in value) if isinstance(value, list) else (str(value),)
+
+
+def _streamed(start_ns: int, events: list[list[tuple[str, str]]]) -> tuple[StreamedToolCall, ...]:
+    """A model span's ``agentlat.tool_call`` events (their attributes, as stored) as streamed tool calls; the
+    offsets (seconds from the span's start) become unix ns, a value that is not a time is left out."""
+    calls = []
+    for pairs in events:
+        attributes = dict(pairs)
+        calls.append(
+            StreamedToolCall(
+                call_id=attributes.get(sc.GEN_AI_TOOL_CALL_ID, ""),
+                name=attributes.get(sc.GEN_AI_TOOL_NAME, ""),
+                named_ns=_offset(start_ns, attributes.get(sc.TOOL_CALL_NAMED_AT)),
+                ready_ns=_offset(start_ns, attributes.get(sc.TOOL_CALL_READY_AT)),
+            )
+        )
+    return tuple(calls)
+
+
+def _offset(start_ns: int, seconds: str | None) -> int | None:
+    try:
+        value = float(seconds) if seconds is not None else math.nan
+    except ValueError:
+        return None
+    return start_ns + round(value * 1e9) if 0 <= value < 1e6 else None
 
 
 def _ms(ns: int) -> float:
@@ -239,6 +272,9 @@ def _row(project: str, trace_id: str, a: TraceAnalysis, analysed_at_us: int) -> 
         "ServerMs": _ms(a.server_ns),
         "ClientWaitMs": _ms(a.client_wait_ns),
         "ParallelSavingMs": _ms(a.parallel_saving_ns),
+        "DispatchSavingMs": _ms(a.dispatch_saving_ns),
+        "DispatchDelaysMs": [_ms(c.delay_ns) for c in a.dispatched],
+        "DispatchStreamedCalls": sum(c.while_streaming for c in a.dispatched),
         "CriticalPath": list(a.critical_path),
         "Details": json.dumps(_details(a), separators=(",", ":")),
         "AnalysedAt": analysed_at_us,
@@ -246,12 +282,23 @@ def _row(project: str, trace_id: str, a: TraceAnalysis, analysed_at_us: int) -> 
 
 
 def _details(a: TraceAnalysis) -> dict[str, Any]:
-    """What the trace view needs to explain the split: path segments and what-ifs."""
+    """What the trace view needs to explain the split: path segments, what-ifs and streamed tool calls."""
     return {
         "segments": [[s.span_id, s.start_ns, s.end_ns, s.category, s.phase] for s in a.segments],
         "parallelisable": [
             {"span_ids": list(g.span_ids), "tools": list(g.tools), "saving_ms": _ms(g.saving_ns),
              "on_critical_path": g.on_critical_path}
             for g in a.parallelisable
+        ],
+        "dispatched": [
+            {"span_id": c.span_id, "tool": c.tool, "call_id": c.call_id, "model_span_id": c.model_span_id,
+             "ready_ns": c.ready_ns, "delay_ms": _ms(c.delay_ns), "while_streaming": c.while_streaming,
+             "on_critical_path": c.on_critical_path}
+            for c in a.dispatched
+        ],
+        "dispatch_groups": [
+            {"model_span_id": g.model_span_id, "span_ids": list(g.span_ids), "tools": list(g.tools),
+             "saving_ms": _ms(g.saving_ns), "on_critical_path": g.on_critical_path}
+            for g in a.dispatch_groups
         ],
     }  # fmt: skip

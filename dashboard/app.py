@@ -6,6 +6,8 @@ route apply to all of them and live in the URL with each page's own filters.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from agentlat.dashboard import ui
@@ -17,10 +19,12 @@ PAGES = (
     ("page_budgets.py", "Budgets & alerts", ":material/notifications:", "budgets"),
     ("page_advisor.py", "Advisor", ":material/lightbulb:", "advisor"),
 )
+# A local file: a material icon name as page_icon makes the browser fetch the favicon from a font CDN.
+FAVICON = Path(__file__).with_name("favicon.png")
 
 
 def main() -> None:
-    st.set_page_config(page_title="agentlat", page_icon=":material/timer:", layout="wide")
+    st.set_page_config(page_title="agentlat", page_icon=str(FAVICON), layout="wide")
     pages = [
         st.Page(path, title=title, icon=icon, url_path=url, default=i == 0)
         for i, (path, title, icon, url) in enumerate(PAGES)

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
 
-from agentlat.api.models import BreakdownRow, Finding, MeanStats, Span, TimeseriesPoint, TraceResponse, Verdict
+from agentlat import semconv as sc
+from agentlat.api.models import (
+    BreakdownRow,
+    DispatchedCall,
+    Finding,
+    MeanStats,
+    Span,
+    TimeseriesPoint,
+    TraceResponse,
+    Verdict,
+)
 from agentlat.dashboard import fmt
 from agentlat.dashboard.budgets import STATUS_COLOURS
 
@@ -33,6 +43,7 @@ PERCENTILE_COLOURS = {"p50": "#1f77b4", "p95": "#ff7f0e", "p99": "#d62728"}
 PARTS = ("model", "tool", "orchestration")
 PHASES = ("queue", "prefill", "decode")
 PATH_OUTLINE = "#111111"
+READY_MARK = "#d62728"  # a streamed tool call's arguments complete
 FONT = {"family": "Inter, -apple-system, Segoe UI, sans-serif", "size": 13}
 
 
@@ -50,30 +61,76 @@ def _layout(fig: go.Figure, height: int, **extra: Any) -> go.Figure:
 
 
 # --- overview -------------------------------------------------------------------------
-def split_bars(rows: Sequence[BreakdownRow]) -> go.Figure:
-    """Mean E2E per route as model + tool + orchestration (``/breakdown?group_by=route`` rows).
+SPLIT_LEVELS = ("p50", "p95", "p99")
+MIN_TEXT = 11  # px: a part's label shows inside its bar only when it fits at this size, else in the hover
 
-    Means of the parts add up to the mean E2E, so each bar's length is the route's mean E2E.
-    """
-    ordered = sorted(rows, key=lambda r: r.e2e.mean or 0.0)
-    routes = [r.group.get("route") or "(no route)" for r in ordered]
+
+@dataclass(frozen=True, slots=True)
+class SplitBar:
+    """One bar of the split chart: a route's requests at a percentile of E2E (or, without that, its mean)."""
+
+    route: str
+    level: str  # p50, p95, p99 or mean
+    traces: int | None  # the requests averaged (None for the mean over all of them)
+    e2e_ms: float
+    parts: dict[str, float]  # model, tool, orchestration (ms); they add up to e2e_ms
+
+
+def split_data(rows: Sequence[BreakdownRow]) -> list[SplitBar]:
+    """Per route (the most requests first), the split of its p50, p95 and p99 requests; the mean split for a row
+    the API gave no per-percentile split."""
+    bars = []
+    for row in rows:
+        route = row.group.get("route") or "(no route)"
+        if not row.at:
+            parts = {part: _mean(getattr(row, part)) for part in PARTS}
+            bars.append(SplitBar(route, "mean", None, row.e2e.mean or 0.0, parts))
+            continue
+        for level in SPLIT_LEVELS:
+            if (at := row.at.get(level)) is not None:
+                parts = {part: getattr(at, part) for part in PARTS}
+                bars.append(SplitBar(route, level, at.traces, at.e2e, parts))
+    return bars
+
+
+def split_bars(rows: Sequence[BreakdownRow]) -> go.Figure:
+    """Where E2E goes per route for its p50, p95 and p99 requests (``/breakdown?group_by=route`` rows): model +
+    tool + orchestration, stacked, so each bar's length is the E2E of those requests. A part's label sits inside
+    its bar only where it fits unrotated at a legible size; every part is in the hover and the legend."""
+    bars = split_data(rows)
+    y = [[b.route for b in bars], [b.level for b in bars]]
     fig = go.Figure()
     for part in PARTS:
-        means = [_mean(getattr(r, part)) for r in ordered]
-        shares = [getattr(r.share, part) for r in ordered]
+        values = [b.parts[part] for b in bars]
+        shares = [fmt.share(b.parts[part] / b.e2e_ms if b.e2e_ms else None) for b in bars]
+        hover = [
+            f"{b.route} · {b.level} request{'s' if b.traces != 1 else ''}"
+            f"{f' (mean of {b.traces})' if b.traces and b.traces > 1 else ''}<br>"
+            f"{part}: {fmt.ms(v)} ({s}) of {fmt.ms(b.e2e_ms)}"
+            for b, v, s in zip(bars, values, shares, strict=True)
+        ]
         fig.add_bar(
             name=part,
-            y=routes,
-            x=means,
+            y=y,
+            x=values,
             orientation="h",
             marker_color=COLOURS[part],
-            text=[f"{fmt.ms(m)} ({fmt.share(s)})" if m else "" for m, s in zip(means, shares, strict=True)],
+            text=[f"{fmt.ms(v)} · {s}" if v else "" for v, s in zip(values, shares, strict=True)],
             textposition="inside",
+            textangle=0,
             insidetextanchor="middle",
-            hovertemplate=f"%{{y}}<br>{part}: %{{x:,.1f}} ms<extra></extra>",
+            hovertext=hover,
+            hoverinfo="text",
         )
-    fig.update_xaxes(title_text="mean ms per request", ticksuffix=" ms")
-    return _layout(fig, 90 + 46 * len(routes), barmode="stack", legend_traceorder="normal")
+    fig.update_xaxes(title_text="ms per request (model + tool + orchestration = E2E)", ticksuffix=" ms")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(
+        fig,
+        110 + 30 * len(bars),
+        barmode="stack",
+        legend_traceorder="normal",
+        uniformtext={"minsize": MIN_TEXT, "mode": "hide"},
+    )
 
 
 def _mean(stats: MeanStats | None) -> float:
@@ -127,9 +184,20 @@ class Bar:
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """A moment on a span's bar: where a streamed tool call's arguments were complete, in ms since the trace
+    started."""
+
+    row: int
+    at_ms: float
+    hover: str
+
+
+@dataclass(frozen=True, slots=True)
 class Waterfall:
     labels: list[str]  # row labels, top first; row 0 is the critical path
     bars: list[Bar]
+    marks: list[Mark] = field(default_factory=list)
 
 
 PATH_ROW_LABEL = "critical path"
@@ -192,8 +260,12 @@ def waterfall_data(body: TraceResponse) -> Waterfall:
         length = (seg.end_ns - seg.start_ns) / 1e6
         bars.append(Bar(0, (seg.start_ns - origin) / 1e6, length, category, True, f"{category}: {fmt.ms(length)}"))
     has_phase_children = {s.parent_span_id for s in spans if span_category(s) in PHASES}
+    linked = {(c.model_span_id, c.call_id): c for c in analysis.dispatched} if analysis else {}
+    rows: dict[str, int] = {}
+    marks: list[Mark] = []
     for span, depth in _tree_order(spans):
         row, category = len(labels), span_category(span)
+        rows[span.span_id] = row
         error = " (error)" if span.status_code == "Error" else ""
         labels.append(f"{'  ' * depth}{span.name}{error}")
         start, length, on_path = (span.start_ns - origin) / 1e6, span.duration_ns / 1e6, span.span_id in path
@@ -202,7 +274,47 @@ def waterfall_data(body: TraceResponse) -> Waterfall:
         bars.append(Bar(row, start, length, category, on_path, hover))
         if category == "model" and span.span_id not in has_phase_children:
             bars.extend(_phase_bars(span, row, start, on_path))
-    return Waterfall(labels, bars)
+        for call in _streamed_calls(span):
+            link = linked.pop((span.span_id, call.call_id), None)
+            hover = _ready_hover(call.name, call.call_id, link, call.ready_s * 1000)
+            marks.append(Mark(row, start + call.ready_s * 1000, hover))
+    for (model, call_id), call in linked.items():  # ready moments a tool span gave (no event on the model's)
+        if model in rows:
+            marks.append(Mark(rows[model], (call.ready_ns - origin) / 1e6, _ready_hover(call.tool, call_id, call)))
+    return Waterfall(labels, bars, marks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Streamed:
+    call_id: str
+    name: str
+    ready_s: float  # seconds from the model call's start
+
+
+def _streamed_calls(span: Span) -> list[_Streamed]:
+    """The tool calls a model span streamed whose arguments were complete (its ``agentlat.tool_call`` events)."""
+    found = []
+    for event in span.events:
+        if event.name != sc.TOOL_CALL_EVENT:
+            continue
+        attrs = event.attributes
+        try:
+            ready = float(attrs.get(sc.TOOL_CALL_READY_AT, "nan"))
+        except ValueError:
+            continue
+        if ready >= 0:
+            found.append(_Streamed(attrs.get(sc.GEN_AI_TOOL_CALL_ID, ""), attrs.get(sc.GEN_AI_TOOL_NAME, ""), ready))
+    return found
+
+
+def _ready_hover(name: str, call_id: str, linked: DispatchedCall | None, into_ms: float | None = None) -> str:
+    """What a mark says: the call, when its arguments were complete, and how long its tool waited then."""
+    into = f" at +{fmt.ms(into_ms)} into the call" if into_ms is not None else ""
+    text = f"{name or 'tool call'} {call_id}".strip() + f": arguments complete{into}"
+    if linked is not None:
+        when = "while the model streamed" if linked.while_streaming else "after the message ended"
+        text += f"<br>tool started {fmt.ms(linked.delay_ms)} later, {when}"
+    return text
 
 
 def tick_labels(labels: Sequence[str], longest: int = 48) -> list[str]:
@@ -214,7 +326,8 @@ def tick_labels(labels: Sequence[str], longest: int = 48) -> list[str]:
 
 
 def waterfall(body: TraceResponse) -> go.Figure:
-    """The trace as a waterfall: critical-path spans outlined, the others faded; phases in blues."""
+    """The trace as a waterfall: critical-path spans outlined, the others faded; phases in blues; a red tick on a
+    model call where a tool call it streamed had its arguments complete."""
     data = waterfall_data(body)
     fig = go.Figure()
     for category in COLOURS:
@@ -235,6 +348,16 @@ def waterfall(body: TraceResponse) -> go.Figure:
             hovertext=[b.hover for b in bars],
             hoverinfo="text",
             width=0.7,  # in rows: the same for every category, however its rows are spaced
+        )
+    if data.marks:
+        fig.add_scatter(
+            name="arguments complete",
+            x=[m.at_ms for m in data.marks],
+            y=[m.row for m in data.marks],
+            mode="markers",
+            marker={"symbol": "line-ns", "size": 18, "line": {"color": READY_MARK, "width": 3}},
+            hovertext=[m.hover for m in data.marks],
+            hoverinfo="text",
         )
     fig.update_yaxes(
         tickmode="array",
@@ -294,6 +417,7 @@ def savings_ranking(findings: Sequence[Finding]) -> go.Figure:
 EVIDENCE_BARS: dict[str, tuple[tuple[str, str], ...]] = {
     "prompt_cache": (("TTFT, cache hit", "ttft_cached_ms"), ("TTFT, cache miss", "ttft_uncached_ms")),
     "parallel_tools": (("E2E saved per affected trace", "mean_saving_ms"),),
+    "tool_dispatch": (("median dispatch delay", "dispatch_delay_p50_ms"), ("E2E saved per request", "mean_saving_ms")),
     "speculative_decoding": (("decode now", "decode_ms"), ("with speculation (assumed)", "decode_spec_ms")),
     "wasteful_prefetch": (("prefetch wasted", "wasted_ms"), ("prefetch saved", "saved_ms")),
     "queueing": (("queue", "queue_ms"), ("time to first token", "ttft_ms")),

@@ -19,10 +19,25 @@ def ms(value: float | None) -> str:
 
 
 def share(value: float | None) -> str:
-    """A ratio as a percentage: 0.125 -> 12.5%."""
+    """A ratio as a percentage: 0.125 -> 12.5%. Only 0 reads 0.0% and only 1 reads 100.0%: a part that is not
+    zero reads at least <0.1%, and the rest then at most >99.9%."""
     if value is None or math.isnan(value):
         return DASH
+    if 0 < value < 0.0005:
+        return "<0.1%"
+    if 0.9995 <= value < 1:
+        return ">99.9%"
     return f"{value * 100:.1f}%"
+
+
+def saving(value: float | None) -> str:
+    """A saving as the decrease it is: 410 -> '-410 ms' (a leading minus, so a metric's delta points down)."""
+    return DASH if value is None or math.isnan(value) else f"-{ms(abs(value))}"
+
+
+def utc_time(iso: str) -> str:
+    """An ISO-8601 UTC time to the second, readable: '2025-01-02T13:45:07.123456Z' -> '2025-01-02 13:45:07 UTC'."""
+    return f"{iso.replace('T', ' ')[:19]} UTC" if iso else DASH
 
 
 def change(current: float | None, previous: float | None) -> str | None:

@@ -30,7 +30,7 @@ def evidence_table(finding: Finding) -> pd.DataFrame:
     def text(key: str, value: Any) -> str:
         if isinstance(value, float) and key.endswith("_ms"):
             return fmt.ms(value)
-        if isinstance(value, float) and key in ("hit_rate",):
+        if isinstance(value, float) and key in ("hit_rate", "dispatched_while_streaming"):
             return fmt.share(value)
         return f"{value:,.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
 
@@ -49,6 +49,7 @@ def _finding(rank: int, finding: Finding) -> None:
         numbers.metric("Saves per request", fmt.ms(finding.saving_ms_per_request))
         numbers.metric("Saved over the window", f"{finding.total_saving_s:,.1f} s")
         numbers.metric("Requests", fmt.count(finding.requests))
+        numbers.caption(finding.saving_basis)
         chart.plotly_chart(figures.evidence(finding), key=f"evidence_{rank}")
         facts.dataframe(evidence_table(finding), hide_index=True, width="stretch", key=f"facts_{rank}")
 

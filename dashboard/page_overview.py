@@ -1,5 +1,5 @@
 """Overview: E2E, TTFT and ITL percentiles with budget status and change against the previous
-window, the E2E split per route, and p50/p95/p99 over time."""
+window, the E2E split of each route's p50, p95 and p99 requests, and p50/p95/p99 over time."""
 
 from __future__ import annotations
 
@@ -63,7 +63,11 @@ def _tiles(found: dict[str, Answer | ApiError], book: BudgetBook, scope: Scope) 
 
 def _split(result: BreakdownResponse | ApiError) -> None:
     st.subheader("Where E2E goes, per route")
-    st.caption("Mean per request along the critical path: model + tool + orchestration = E2E.")
+    st.caption(
+        "The split of each route's p50, p95 and p99 requests along the critical path (the mean of the requests "
+        "ranked within half a percentile point of each): model + tool + orchestration = E2E. Hover a bar for "
+        "each part; a part too small to label shows in the hover only."
+    )
     rows = ui.require(result).rows
     if rows:
         st.plotly_chart(figures.split_bars(rows), key="split_chart")

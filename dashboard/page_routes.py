@@ -30,6 +30,7 @@ METRIC_LABELS = {
 PERCENTILES = ("p50", "p95", "p99")
 RATES = {"cache_hit_rate": "cache hit", "spec_acceptance": "spec. acceptance", "error_rate": "error rate"}
 LINK = "traces"
+SERVICE = "service"
 
 
 def calls(scope: Scope, dimension: str = "route") -> dict[str, Call]:
@@ -38,6 +39,7 @@ def calls(scope: Scope, dimension: str = "route") -> dict[str, Call]:
         "table": Call.of(
             "/dimensions",
             dimension=dimension,
+            group_by="service",  # a route two services serve is two rows
             source="rollups",  # percentiles from the per-minute digests: cost grows with minutes, not spans
             window=scope.window,
             service=scope.service,
@@ -54,19 +56,20 @@ def latency_columns(body: DimensionsResponse) -> list[tuple[str, str, str]]:
 
 
 def table(body: DimensionsResponse, scope: Scope) -> pd.DataFrame:
-    """One row per value of the dimension; latencies in ms, rates as ratios (cache hit and speculative
+    """One row per service and value of the dimension; latencies in ms, rates as ratios (cache hit and speculative
     acceptance only when some row reports them), a link to its traces."""
     dimension, columns = body.dimension, latency_columns(body)
     records = []
     for row in body.rows:
-        record: dict[str, Any] = {dimension: row.name, UNITS[dimension]: row.count}
+        service = row.service or ""
+        record: dict[str, Any] = {dimension: row.name, SERVICE: service, UNITS[dimension]: row.count}
         record.update({label: getattr(row, key) for key, label in RATES.items()})
         record.update({name: getattr(row.metrics[m], p) for name, m, p in columns})
-        link = scope.link(route=row.name) if dimension == "route" else scope.link(**{dimension: row.name})
-        record[LINK] = f"{LINK}?{urlencode({**link, 'sort': 'slowest'})}"
+        link = scope.link(**{"service": service or scope.service, dimension: row.name, "sort": "slowest"})
+        record[LINK] = f"{LINK}?{urlencode(link)}"
         records.append(record)
     numbers = [*RATES.values(), *(c for c, _, _ in columns)]
-    frame = pd.DataFrame.from_records(records, columns=[dimension, UNITS[dimension], *numbers, LINK])
+    frame = pd.DataFrame.from_records(records, columns=[dimension, SERVICE, UNITS[dimension], *numbers, LINK])
     frame[numbers] = frame[numbers].astype("float64")  # missing values as NaN, shown as a dash
     unreported = [c for c in (RATES["cache_hit_rate"], RATES["spec_acceptance"]) if frame[c].isna().all()]
     return frame.drop(columns=unreported)
@@ -78,8 +81,8 @@ def cell_styles(frame: pd.DataFrame, body: DimensionsResponse, book: BudgetBook,
     if body.dimension != "route" or not book:
         return styles
     for name, metric, pct in latency_columns(body):
-        for i, (route, value) in enumerate(zip(frame["route"], frame[name], strict=True)):
-            level = book.level(None if pd.isna(value) else value, route, metric, pct, service)
+        for i, (route, value, own) in enumerate(zip(frame["route"], frame[name], frame[SERVICE], strict=True)):
+            level = book.level(None if pd.isna(value) else value, route, metric, pct, own or service)
             if level is not None:
                 styles.iloc[i, frame.columns.get_loc(name)] = f"color: {colour(level)}; font-weight: 600"
     return styles
@@ -90,11 +93,16 @@ def _show(frame: pd.DataFrame, body: DimensionsResponse, book: BudgetBook, servi
     styled = frame.style.apply(lambda _: cell_styles(frame, body, book, service), axis=None)
     styled = styled.format(fmt.ms, subset=latency, na_rep=fmt.DASH)
     styled = styled.format(fmt.share, subset=[c for c in RATES.values() if c in frame], na_rep=fmt.DASH)
-    config = {LINK: st.column_config.LinkColumn(LINK, display_text="open traces", width="small")}
+    config = {
+        body.dimension: st.column_config.TextColumn(body.dimension, pinned=True),  # stays when scrolling sideways
+        SERVICE: st.column_config.TextColumn(SERVICE, pinned=True),
+        LINK: st.column_config.LinkColumn(LINK, display_text="open traces", width="small"),
+    }
     return st.dataframe(
         styled,
         hide_index=True,
         column_config=config,
+        placeholder=fmt.DASH,  # a missing value, never "None"
         on_select="rerun",
         selection_mode="single-row",
         key="dimension_table",
@@ -106,8 +114,8 @@ def _click_through(frame: pd.DataFrame, dimension: str, selected: list[int], sco
     if not selected:
         st.caption("Select a row to open its traces; click a column header to sort.")
         return
-    name = frame.iloc[selected[0]][dimension]
-    params = scope.link(**{dimension: name, "sort": "slowest"})
+    name, service = frame.iloc[selected[0]][[dimension, SERVICE]]
+    params = scope.link(**{"service": service or scope.service, dimension: name, "sort": "slowest"})
     left, right = st.columns(2)
     left.page_link(
         "page_traces.py",
@@ -120,7 +128,7 @@ def _click_through(frame: pd.DataFrame, dimension: str, selected: list[int], sco
             "page_overview.py",
             label=f"Overview of route {name}",
             icon=":material/speed:",
-            query_params=scope.link(route=name),
+            query_params=scope.link(service=service or scope.service, route=name),
         )
 
 
@@ -137,7 +145,7 @@ def render() -> None:
         ui.empty_state(f"{DIMENSIONS[dimension].lower()}", scope)
         return
     frame = table(body, scope)
-    sortable = [c for c in frame.columns if c not in (dimension, LINK)]
+    sortable = [c for c in frame.columns if c not in (dimension, SERVICE, LINK)]
     order = url_select("Sort by (largest first)", "order", sortable, UNITS[dimension], where=sort, keep_unknown=False)
     frame = frame.sort_values(order, ascending=False, na_position="last", kind="stable").reset_index(drop=True)
     event = _show(frame, body, book, scope.service)

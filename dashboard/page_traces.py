@@ -3,6 +3,9 @@ with its critical path, model phases and tools, beside its E2E split and what-if
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -16,7 +19,7 @@ FILTERS = ("agent", "model", "tool")
 LIMIT = 50
 TRACE_COLUMNS = {
     "start": "started (UTC)",
-    "duration_ms": "E2E (ms)",
+    "duration_ms": "E2E",
     "route": "route",
     "service": "service",
     "root_name": "root span",
@@ -41,10 +44,23 @@ def calls(
 
 
 def trace_table(traces: list[TraceSummary]) -> pd.DataFrame:
+    """The list as numbers and times (so a header click sorts them); ``styled`` formats them for people."""
     records = [{column: getattr(t, column) for column in TRACE_COLUMNS} for t in traces]
     frame = pd.DataFrame.from_records(records, columns=list(TRACE_COLUMNS))
-    frame["start"] = frame["start"].str.replace("T", " ").str.slice(0, 23)
     return frame.rename(columns=TRACE_COLUMNS)
+
+
+def styled(frame: pd.DataFrame) -> Any:
+    """Durations as the dashboard writes milliseconds, start times to the second in UTC."""
+    return frame.style.format(fmt.ms, subset=[TRACE_COLUMNS["duration_ms"]]).format(
+        fmt.utc_time, subset=[TRACE_COLUMNS["start"]]
+    )
+
+
+def selection_key(ids: list[str], chosen: str) -> str:
+    """The list's widget key: a new one whenever the rows or the chosen trace change, so the selection Streamlit
+    keeps by row position never lands on another trace; the new widget selects the chosen trace's row."""
+    return "trace_table:" + hashlib.blake2s("\n".join([chosen, *ids]).encode(), digest_size=8).hexdigest()
 
 
 def what_if(analysis: TraceAnalysis) -> pd.DataFrame:
@@ -63,8 +79,28 @@ def what_if(analysis: TraceAnalysis) -> pd.DataFrame:
     )
 
 
-def _pick(ids: list[str]) -> None:
-    rows = st.session_state["trace_table"].selection.rows
+def dispatch_what_if(analysis: TraceAnalysis) -> pd.DataFrame:
+    """Per model call that streamed tool calls: the E2E saved had each tool started when its arguments were
+    complete, and how long each waited."""
+    delays: dict[str, list[str]] = {}
+    for call in analysis.dispatched:
+        delays.setdefault(call.model_span_id, []).append(f"{call.tool} {fmt.ms(call.delay_ms)}")
+    return pd.DataFrame.from_records(
+        [
+            {
+                "start as they stream": ", ".join(delays.get(g.model_span_id, g.tools)),
+                "saves": fmt.ms(g.saving_ms),
+                "E2E after": fmt.ms(analysis.e2e_ms - g.saving_ms),
+                "on critical path": "yes" if g.on_critical_path else "no",
+            }
+            for g in analysis.dispatch_groups
+        ],
+        columns=["start as they stream", "saves", "E2E after", "on critical path"],
+    )
+
+
+def _pick(ids: list[str], key: str) -> None:
+    rows = st.session_state[key].selection.rows
     if rows:
         st.session_state["trace"] = ids[rows[0]]
 
@@ -108,18 +144,23 @@ def _split(analysis: TraceAnalysis) -> None:
 
 def _what_if(analysis: TraceAnalysis) -> None:
     st.markdown("**What if**")
-    frame = what_if(analysis)
-    if frame.empty:
-        st.caption("No serial, independent tool calls: nothing to parallelise.")
+    parallel, dispatch = what_if(analysis), dispatch_what_if(analysis)
+    if parallel.empty and dispatch.empty:
+        st.caption("No serial, independent tool calls and no streamed ones: nothing to parallelise or start sooner.")
         return
-    saving = analysis.parallel_saving_ms
-    st.metric(
-        "Parallel tool calls would save",
-        fmt.ms(saving),
-        f"E2E {fmt.ms(analysis.e2e_ms - saving)}",
-        delta_color="off",
-    )
-    st.dataframe(frame, hide_index=True, width="stretch", key="what_if")
+    shown = [(frame, label, saving, key) for frame, label, saving, key in (
+        (parallel, "E2E with parallel tool calls", analysis.parallel_saving_ms, "what_if"),
+        (dispatch, "E2E starting tools as they stream", analysis.dispatch_saving_ms, "dispatch_what_if"),
+    ) if not frame.empty]  # fmt: skip
+    for column, (_, label, saving, _) in zip(st.columns(len(shown)), shown, strict=True):
+        column.metric(label, fmt.ms(analysis.e2e_ms - saving), fmt.saving(saving), delta_color="inverse")
+    for frame, _, _, key in shown:
+        st.dataframe(frame, hide_index=True, width="stretch", key=key)
+    if not dispatch.empty:
+        st.caption(
+            "Each tool with its dispatch delay (its start minus the moment its arguments were complete in the "
+            "stream; red ticks on the waterfall). Savings count only where the tools are on the critical path."
+        )
 
 
 def _detail(result: TraceResponse | ApiError) -> None:
@@ -127,12 +168,13 @@ def _detail(result: TraceResponse | ApiError) -> None:
     analysis = body.analysis
     root = next((s for s in body.spans if s.parent_span_id == ""), body.spans[0])
     st.subheader(f"{root.name} · {root.service}")
-    st.caption(f"trace {body.trace_id} · started {root.start} · {len(body.spans)} spans")
+    st.caption(f"trace {body.trace_id} · started {fmt.utc_time(root.start)} · {len(body.spans)} spans")
     chart, side = st.columns([3, 2], gap="medium")
     chart.plotly_chart(figures.waterfall(body), key="waterfall")
     chart.caption(
         "Outlined spans are on the critical path; faded ones overlapped it. Blue: model (queue, prefill, decode "
-        "from light to dark); orange: tool; grey: orchestration and agent spans."
+        "from light to dark); orange: tool; grey: orchestration and agent spans. A red tick on a model call: a "
+        "tool call it streamed had its arguments complete there."
     )
     with side:
         if analysis is None:
@@ -149,19 +191,21 @@ def render() -> None:
     if not traces and not trace_id:
         ui.empty_state("traces", scope)
         return
+    chosen = trace_id or traces[0].trace_id
     if traces:
         frame = trace_table(traces)
         ids = [t.trace_id for t in traces]
+        key = selection_key(ids, chosen)
         st.dataframe(
-            frame,
+            styled(frame),
             hide_index=True,
-            on_select=lambda: _pick(ids),
+            on_select=lambda: _pick(ids, key),
             selection_mode="single-row",
-            key="trace_table",
+            selection_default={"selection": {"rows": [ids.index(chosen)] if chosen in ids else []}},
+            key=key,
             width="stretch",
             height=min(400, 38 + 35 * len(frame)),
         )
-    chosen = trace_id or traces[0].trace_id
     if not trace_id:
         st.caption("Showing the first trace of the list; select a row or enter a trace id to see another.")
     _detail(ui.fetch({"trace": calls(scope, trace_id=chosen)["trace"]})["trace"])

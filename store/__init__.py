@@ -33,7 +33,14 @@ from agentlat.store.cluster_ddl import CLUSTER_SETTINGS, cluster_statements
 from agentlat.store.keys import ApiKeyRecord, KeyAdmin
 from agentlat.store.maintenance import RollupMaintenance
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS, with_ttl
-from agentlat.store.queries import DIMENSION_METRICS, DIMENSIONS, METRICS, ROLLUP_DIMENSIONS, SpanFilter
+from agentlat.store.queries import (
+    DIMENSION_METRICS,
+    DIMENSIONS,
+    METRICS,
+    ROLLUP_DIMENSIONS,
+    TRACE_DIMENSIONS,
+    SpanFilter,
+)
 from agentlat.store.reads import TraceReads
 from agentlat.store.rollup_sql import ROLLUP_METRICS
 from agentlat.store.schema import (
@@ -67,6 +74,7 @@ __all__ = [
     "ROLLUP_METRICS",
     "SPANS_TABLE",
     "SPAN_ARROW_SCHEMA",
+    "TRACE_DIMENSIONS",
     "TRACE_ROW_SCHEMA",
     "AlertTables",
     "ApiKeyRecord",

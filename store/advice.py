@@ -15,7 +15,14 @@ from typing import Any
 from agentlat.store import queries
 from agentlat.store.backends import Params
 from agentlat.store.queries import FINAL_SETTINGS, MINUTE_S, SpanFilter, rollup_spans
-from agentlat.store.rollup_sql import ADVICE_SPAN_METRICS, ADVICE_TRACE_METRICS, CLIENT_MODEL, LONG_PLAIN, PREFIX_HASH
+from agentlat.store.rollup_sql import (
+    ADVICE_CALL_METRICS,
+    ADVICE_SPAN_METRICS,
+    ADVICE_TRACE_METRICS,
+    CLIENT_MODEL,
+    LONG_PLAIN,
+    PREFIX_HASH,
+)
 
 Evidence = dict[str, dict[str, dict[str, Any]]]  # route -> kind of fact -> the facts
 
@@ -87,14 +94,18 @@ def server_phases_sql(where: SpanFilter) -> tuple[str, Params]:
 
 
 def traces_sql(where: SpanFilter) -> tuple[str, Params]:
-    """Per-route trace aggregates: parallelisable tools and prefetch outcomes. The window filters rows
-    before FINAL picks each trace's newest analysis, so reading a day does not merge the whole table
-    (a re-analysis that moved a trace's start out of the window can leave its older row counted)."""
+    """Per-route trace aggregates: parallelisable tools, streamed tool-call dispatch and prefetch outcomes.
+    The window filters rows before FINAL picks each trace's newest analysis, so reading a day does not merge
+    the whole table (a re-analysis that moved a trace's start out of the window can leave its older row
+    counted)."""
     sql = f"""
         SELECT Route AS route, count() AS traces, avg(E2eMs) AS e2e_ms, avg(ModelCalls) AS model_calls,
                avg(ParallelSavingMs) AS parallel_saving_ms, countIf(ParallelSavingMs > 0) AS parallel_traces,
                sum(PrefetchHits) AS prefetch_hits, sum(PrefetchMisses) AS prefetch_misses,
-               sum(PrefetchSavedMs) AS prefetch_saved_ms, sum(PrefetchWastedMs) AS prefetch_wasted_ms
+               sum(PrefetchSavedMs) AS prefetch_saved_ms, sum(PrefetchWastedMs) AS prefetch_wasted_ms,
+               avg(DispatchSavingMs) AS dispatch_saving_ms, countIf(DispatchSavingMs > 0) AS dispatch_traces,
+               sum(length(DispatchDelaysMs)) AS dispatch_calls, sum(DispatchStreamedCalls) AS dispatch_streamed_calls,
+               if(dispatch_calls > 0, quantileExactInclusiveArray(0.5)(DispatchDelaysMs), NULL) AS dispatch_delay_p50_ms
         FROM agentlat_traces FINAL
         WHERE {where.window_clause("Start")} AND Route != ''
         GROUP BY Route
@@ -108,8 +119,9 @@ ROLLUP_TOTALS = (
     *("model", "ttft", "decode", "tokens_cache_read", "tokens_cache_input", "e2e"),
     *ADVICE_SPAN_METRICS,
     *ADVICE_TRACE_METRICS,
+    *ADVICE_CALL_METRICS,
 )
-ROLLUP_MEDIANS = ("ttft", "advice_input_tokens")
+ROLLUP_MEDIANS = ("ttft", "advice_input_tokens", "advice_dispatch_delay")
 
 
 def rollup_totals_sql(where: SpanFilter) -> tuple[str, Params]:
@@ -213,6 +225,11 @@ class _RollupFacts:
             "prefetch_misses": int(self.total("advice_prefetch_misses")),
             "prefetch_saved_ms": self.total("advice_prefetch_saved"),
             "prefetch_wasted_ms": self.total("advice_prefetch_wasted"),
+            "dispatch_saving_ms": self.mean("advice_dispatch_saving"),
+            "dispatch_traces": self.count("advice_dispatch_traces"),
+            "dispatch_calls": self.count("advice_dispatch_delay"),
+            "dispatch_streamed_calls": int(self.total("advice_dispatch_streamed")),
+            "dispatch_delay_p50_ms": self.median("advice_dispatch_delay"),
         }
 
 

@@ -75,16 +75,29 @@ class AggregateReads:
     ) -> list[dict[str, Any]]:
         return self._rows(*queries.timeseries_sql(metric, group_by, where, step_seconds))
 
-    def dimension_summary(self, dimension: str, where: SpanFilter, from_rollups: bool) -> list[dict[str, Any]]:
-        """Per value of route, agent, model or tool: counts, errors, rates and percentiles, exact from
-        the spans, or from the rollups (percentiles exact up to EXACT_MAX values, t-digest beyond; cost grows
-        with minutes, not spans)."""
+    def tail_split(self, group_by: Sequence[str], where: SpanFilter) -> dict[tuple, dict[str, dict[str, float]]]:
+        """Per group (its values in ``group_by`` order): per percentile name, the traces counted and the mean E2E,
+        model, tool and orchestration time of the requests at that percentile of E2E (``queries.tail_split_sql``)."""
+        names = {level: name for name, level in queries.TAIL_LEVELS.items()}
+        found: dict[tuple, dict[str, dict[str, float]]] = {}
+        for row in self._rows(*queries.tail_split_sql(group_by, where)):
+            parts = {k: row[k] for k in ("traces", "e2e", "model", "tool", "orchestration")}
+            found.setdefault(tuple(row[d] for d in group_by), {})[names[row["level"]]] = parts
+        return found
+
+    def dimension_summary(
+        self, dimension: str, where: SpanFilter, from_rollups: bool, by_service: bool = False
+    ) -> list[dict[str, Any]]:
+        """Per value of route, agent, model or tool (per service and value with ``by_service``): counts, errors,
+        rates and percentiles, exact from the spans, or from the rollups (percentiles exact up to EXACT_MAX
+        values, t-digest beyond; cost grows with minutes, not spans)."""
         if not from_rollups:
-            return self._rows(*queries.dimensions_sql(dimension, where))
+            return self._rows(*queries.dimensions_sql(dimension, where, by_service))
         # All rows: a row limit could drop some metrics of a value the summary lists.
         metrics = queries.dimension_rollup_metrics(dimension)
-        rows = self._rows(*queries.rollup_percentiles_sql(metrics, [dimension], where, limit=None))
-        return queries.dimension_summary_from_rollups(dimension, rows)
+        keys = ["service", dimension] if by_service else [dimension]
+        rows = self._rows(*queries.rollup_percentiles_sql(metrics, keys, where, limit=None))
+        return queries.dimension_summary_from_rollups(dimension, rows, by_service)
 
     def advice_evidence(self, where: SpanFilter, from_rollups: bool = False) -> advice.Evidence:
         """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace; exact

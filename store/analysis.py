@@ -15,7 +15,10 @@ from agentlat.store.backends import Params
 from agentlat.store.queries import DAY_S, FINAL_SETTINGS, HOUR_S
 from agentlat.store.rollup_sql import days_from_hours, hours_from_minutes, minutes_from_raw, prefixes_from_raw
 
-# Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id.
+# Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id. A model span's streamed tool
+# calls are read from its stored events (the attributes of each agentlat.tool_call event; the collector turns
+# them into StreamedToolCall values), not from a derived column: no ingest work, no second copy on disk, and
+# a few tenths of a µs per span read back (docs/trace-analysis.md measures it).
 ANALYSIS_INPUT_COLUMNS = """
     TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id, SpanName AS name,
     ServiceName AS service, toUnixTimestamp64Nano(Timestamp) AS start_ns,
@@ -28,7 +31,10 @@ ANALYSIS_INPUT_COLUMNS = """
     CacheCreationTokens AS cache_creation_tokens, SpecProposedTokens AS spec_proposed_tokens,
     SpecAcceptedTokens AS spec_accepted_tokens, PrefetchOutcome AS prefetch_outcome,
     PrefetchSavedMs AS prefetch_saved_ms, PrefetchWastedMs AS prefetch_wasted_ms,
-    if(Role = 'model', SpanAttributes['gen_ai.response.id'], '') AS response_id
+    if(Role = 'model', SpanAttributes['gen_ai.response.id'], '') AS response_id,
+    if(Role = 'model', arrayFilter((a, n) -> n = 'agentlat.tool_call', Events.Attributes, Events.Name), [])
+        AS tool_calls,
+    if(Role = 'tool', toInt64OrNull(SpanAttributes['agentlat.tool.args_ready_time']), NULL) AS args_ready_ns
 """
 
 
@@ -103,8 +109,11 @@ TRACE_ROW_SCHEMA = pa.schema(
                 "ServerMs",
                 "ClientWaitMs",
                 "ParallelSavingMs",
+                "DispatchSavingMs",
             )
         ),
+        ("DispatchDelaysMs", pa.list_(pa.float64())),
+        ("DispatchStreamedCalls", pa.uint32()),
         ("CriticalPath", pa.list_(pa.string())),
         ("Details", pa.string()),
         ("AnalysedAt", pa.timestamp("us", tz="UTC")),

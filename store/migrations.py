@@ -177,6 +177,17 @@ TTL toDate(Start) + INTERVAL {ttl_days} DAY
 """
 
 
+# Streamed tool-call dispatch per analysed trace (migration 13): the E2E saved had each streamed tool call
+# started when its arguments were complete, each linked call's dispatch delay, and how many started while
+# their model call still streamed. The rollup SQL that migrations 7, 8 and 11 run (generated from rollup_sql,
+# as it is now) reads them, so each of them first adds them, if missing, as migration 13 does.
+TRACE_DISPATCH_COLUMNS = (
+    "ALTER TABLE agentlat_traces ADD COLUMN IF NOT EXISTS DispatchSavingMs Float64 AFTER ParallelSavingMs,"
+    " ADD COLUMN IF NOT EXISTS DispatchDelaysMs Array(Float64) AFTER DispatchSavingMs,"
+    " ADD COLUMN IF NOT EXISTS DispatchStreamedCalls UInt32 AFTER DispatchDelaysMs"
+)
+
+
 # The values of a rollup row of at most rollup_sql.EXACT_MAX of them, which then has an empty Digest
 # (migration 11). Tables created before it lack the column, and the rollup SQL that migrations 5, 7, 8 and
 # 10 run (generated from rollup_sql, as it is now) reads and writes it: each of them first adds it, if
@@ -233,6 +244,7 @@ ROLLUP_DAILY_DDL = _rollup_table("agentlat_rollup_1d", "Day", "toYYYYMM")
 _NOW_VERSION = "toUInt64(toUnixTimestamp64Nano(now64(9)))"
 ROLLUP_COUNTERS_BACKFILL = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
+    TRACE_DISPATCH_COLUMNS,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
 )
@@ -260,6 +272,7 @@ TTL toDate(Minute) + INTERVAL {ttl_days} DAY
 # metrics (rollup_sql.ADVICE_SPAN_METRICS and ADVICE_TRACE_METRICS).
 ADVICE_ROLLUPS = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
+    TRACE_DISPATCH_COLUMNS,
     PREFIX_DDL,
     prefixes_from_raw("1", _NOW_VERSION),
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
@@ -440,6 +453,7 @@ WHERE IngestedAt >= {_COPY_STARTED}
 # again, then its hour and day.
 ROLLUP_EXACT = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h", "agentlat_rollup_1d"),
+    TRACE_DISPATCH_COLUMNS,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
     days_from_hours("1"),
@@ -536,6 +550,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "daily rollups", (*_exact_column("agentlat_rollup_1h"), ROLLUP_DAILY_DDL, days_from_hours("1"))),
     Migration(11, "exact values of small rollup groups", ROLLUP_EXACT),
     Migration(12, "GenAI events and gen_ai.* metric points (OTLP logs and metrics)", (EVENTS_DDL, METRIC_POINTS_DDL)),
+    Migration(13, "streamed tool-call dispatch per trace", (TRACE_DISPATCH_COLUMNS,)),
 )
 
 LEDGER_DDL = """

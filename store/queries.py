@@ -338,6 +338,37 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
     return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
 
 
+# --- the split of the requests at p50, p95 and p99 (the Overview's "where E2E goes") ----------
+TRACE_DIMENSIONS = ("service", "route", "agent")  # the dimensions agentlat_traces keeps
+TAIL_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+TAIL_BAND = 0.005  # half-width of the rank band around each percentile
+
+
+def tail_split_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    """Per group and per percentile P of E2E (``TAIL_LEVELS``): the mean E2E, model, tool and orchestration time
+    of the analysed traces starting in the window whose E2E ranks within ``TAIL_BAND`` of P (ranks
+    floor((P - band)(n - 1)) to ceil((P + band)(n - 1)), so at least one trace). Each trace's parts add up to
+    its E2E, so the means add up to the band's mean E2E. One row per trace: no span is read."""
+    keys = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
+    partition = f"PARTITION BY {', '.join(group_by)} " if group_by else ""
+    condition = " AND ".join([where.window_clause("Start"), *where.equality_tests()])
+    sql = f"""
+        SELECT {"".join(f"{d}, " for d in group_by)}level, count() AS traces, avg(E2eMs) AS e2e,
+               avg(ModelMs) AS model, avg(ToolMs) AS tool, avg(OrchestrationMs) AS orchestration
+        FROM (
+            SELECT {keys}E2eMs, ModelMs, ToolMs, OrchestrationMs,
+                   row_number() OVER ({partition}ORDER BY E2eMs, TraceId) - 1 AS rank,
+                   count() OVER ({partition.strip()}) AS n
+            FROM agentlat_traces FINAL
+            WHERE {condition}
+        )
+        ARRAY JOIN {{levels:Array(Float64)}} AS level
+        WHERE rank >= floor((level - {{band:Float64}}) * (n - 1)) AND rank <= ceil((level + {{band:Float64}}) * (n - 1))
+        GROUP BY {", ".join([*group_by, "level"])}
+    """
+    return sql, {**where.params(), "levels": list(TAIL_LEVELS.values()), "band": TAIL_BAND}
+
+
 def trace_analysis_sql(project: str, trace_id: str) -> tuple[str, Params]:
     sql = """
         SELECT * EXCEPT (ProjectId, Start, AnalysedAt), toUnixTimestamp64Nano(Start) AS StartNs,
@@ -378,12 +409,14 @@ def _client_else_server(numerator: str, denominator: str) -> str:
     return f"coalesce({client}, {server})"
 
 
-def dimensions_sql(dimension: str, where: SpanFilter) -> tuple[str, Params]:
-    """Per value of a dimension: unit count and errors, then count and exact p50/p95/p99 of each
-    of its metrics, token-weighted prompt-cache hit rate and speculative acceptance."""
+def dimensions_sql(dimension: str, where: SpanFilter, by_service: bool = False) -> tuple[str, Params]:
+    """Per value of a dimension (per service and value with ``by_service``): unit count and errors, then count
+    and exact p50/p95/p99 of each of its metrics, token-weighted prompt-cache hit rate and speculative
+    acceptance."""
     unit = DIMENSION_UNITS[dimension]
     levels = ", ".join(str(q) for q in QUANTILES)
     select = [
+        *(["ServiceName AS service"] if by_service else []),
         f"{DIMENSIONS[dimension]} AS name",
         f"countIf({unit}) AS count",
         f"countIf(({unit}) AND StatusCode = 'Error') AS errors",
@@ -401,8 +434,8 @@ def dimensions_sql(dimension: str, where: SpanFilter) -> tuple[str, Params]:
         SELECT {", ".join(select)}
         FROM otel_traces FINAL
         WHERE {condition}
-        GROUP BY name
-        ORDER BY count DESC, name
+        GROUP BY {"service, " if by_service else ""}name
+        ORDER BY count DESC, name{", service" if by_service else ""}
         LIMIT {DIMENSION_ROWS}
         {FINAL_SETTINGS}
     """
@@ -430,13 +463,14 @@ def dimension_rollup_metrics(dimension: str) -> list[str]:
     return list(dict.fromkeys([*unit_and_errors, *DIMENSION_METRICS[dimension], *tokens]))
 
 
-def dimension_summary_from_rollups(dimension: str, rows: Sequence[dict]) -> list[dict]:
+def dimension_summary_from_rollups(dimension: str, rows: Sequence[dict], by_service: bool = False) -> list[dict]:
     """The rows ``dimensions_sql`` returns (with percentiles), built from rollup rows of
-    ``dimension_rollup_metrics`` grouped by the dimension."""
-    by_name: dict[str, dict[str, dict]] = {}
+    ``dimension_rollup_metrics`` grouped by the dimension (and by service with ``by_service``)."""
+    by_name: dict[tuple[str, str], dict[str, dict]] = {}
     for row in rows:
         if row[dimension]:
-            by_name.setdefault(row[dimension], {})[row["metric"]] = row
+            key = (row["service"] if by_service else "", row[dimension])
+            by_name.setdefault(key, {})[row["metric"]] = row
 
     def count(found: dict[str, dict], metric: str) -> int:
         return found[metric]["count"] if metric in found else 0
@@ -449,13 +483,15 @@ def dimension_summary_from_rollups(dimension: str, rows: Sequence[dict]) -> list
         return None
 
     summary = []
-    for name, found in by_name.items():
+    for (service, name), found in by_name.items():
         row = {"name": name, "count": count(found, DIMENSION_UNIT_ROLLUPS[dimension])}
+        if by_service:
+            row["service"] = service
         row["errors"] = count(found, DIMENSION_ERROR_ROLLUPS[dimension])
         for metric in DIMENSION_METRICS[dimension]:
             row[f"{metric}_count"] = count(found, metric)
             row[f"{metric}_q"] = found[metric]["q"] if metric in found else None
         row.update({key: ratio(found, *pair) for key, pair in _TOKEN_RATIOS.items()})
         summary.append(row)
-    summary.sort(key=lambda r: (-r["count"], r["name"]))
+    summary.sort(key=lambda r: (-r["count"], r["name"], r.get("service", "")))
     return summary[:DIMENSION_ROWS]

@@ -116,7 +116,13 @@ ADVICE_TRACE_METRICS = {
     "advice_prefetch_misses": "PrefetchMisses",
     "advice_prefetch_saved": "PrefetchSavedMs",
     "advice_prefetch_wasted": "PrefetchWastedMs",
+    "advice_dispatch_saving": "DispatchSavingMs",
+    "advice_dispatch_traces": "if(DispatchSavingMs > 0, 0, NULL)",
+    "advice_dispatch_streamed": "DispatchStreamedCalls",
 }
+# Per analysed trace, an array column: one value per element (each linked tool call's dispatch delay), with
+# the values or a digest kept for their median.
+ADVICE_CALL_METRICS = {"advice_dispatch_delay": "DispatchDelaysMs"}
 _UNDIGESTED = (*COUNTER_METRICS, *(m for m in ADVICE_SPAN_METRICS if m != "advice_input_tokens"), *ADVICE_TRACE_METRICS)
 
 
@@ -134,9 +140,16 @@ def minutes_from_raw(spans_where: str, traces_where: str, minutes_where: str, ve
     route), which replaces its stale row. Readers leave out groups whose count is 0."""
     span_metrics = _pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS, **ADVICE_SPAN_METRICS})
     trace_metrics = _pairs({**TRACE_ROLLUP_METRICS, **ADVICE_TRACE_METRICS})
+    call_metrics = "".join(
+        f", arrayMap(v -> ('{name}', toNullable(toFloat64(v))), {column})"
+        for name, column in ADVICE_CALL_METRICS.items()
+    )
     undigested = ", ".join(f"'{name}'" for name in _UNDIGESTED)
     exact = f"(count(value) <= {EXACT_MAX} AND metric NOT IN ({undigested}))"
-    traces = latest_traces(traces_where, f"ProjectId, Start, ServiceName, Route, Agent, [{trace_metrics}] AS metrics")
+    traces = latest_traces(
+        traces_where,
+        f"ProjectId, Start, ServiceName, Route, Agent, arrayConcat([{trace_metrics}]{call_metrics}) AS metrics",
+    )
     return f"""
 INSERT INTO agentlat_rollup_1m
 SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool, count(value), coalesce(sum(value), 0),

@@ -20,7 +20,7 @@ ROUTES = ("/chat", "/rag", "/code")
 CALLS = 900
 TRACES = 300
 MINUTES = 150  # spans two whole hours and ragged minutes either side: both rollup tables are read
-MEDIANS = ("input_tokens_p50", "ttft_p50_ms")
+MEDIANS = ("input_tokens_p50", "ttft_p50_ms", "dispatch_delay_p50_ms")
 
 
 def _nullable(rng: np.random.Generator, values: np.ndarray, null_share: float) -> list[Any]:
@@ -80,12 +80,15 @@ def _trace_rows(rng: np.random.Generator, first_minute: int) -> pa.Table:
         row = {f.name: next(v for test, v in defaults.items() if test(f.type)) for f in TRACE_ROW_SCHEMA}
         start = first_minute * 60 + rng.uniform(0, MINUTES * 60)
         parallel = rng.uniform(10, 400) if rng.random() < 0.4 else 0.0
+        delays = rng.uniform(0, 900, int(rng.choice([0, 1, 2, 3, 4]))).tolist()  # per streamed tool call
+        dispatch = rng.uniform(10, 600) if delays and rng.random() < 0.6 else 0.0
         row.update(
             ProjectId=PROJECT, TraceId=f"trace-{i}", Start=datetime.fromtimestamp(start, UTC),
             Route=str(rng.choice(ROUTES)), ServiceName="svc", E2eMs=rng.uniform(500, 9000),
             ModelCalls=int(rng.integers(1, 6)), ParallelSavingMs=parallel, PrefetchHits=int(rng.integers(0, 3)),
             PrefetchMisses=int(rng.integers(0, 3)), PrefetchSavedMs=rng.uniform(0, 300),
-            PrefetchWastedMs=rng.uniform(0, 300), AnalysedAt=datetime.now(UTC),
+            PrefetchWastedMs=rng.uniform(0, 300), DispatchSavingMs=dispatch, DispatchDelaysMs=delays,
+            DispatchStreamedCalls=int(rng.integers(0, len(delays) + 1)), AnalysedAt=datetime.now(UTC),
         )  # fmt: skip
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=TRACE_ROW_SCHEMA)
@@ -134,6 +137,8 @@ def test_the_data_exercises_every_fact(evidence: tuple[dict, dict]) -> None:
         for key in ("cache_reported_calls", "uncached_calls", "long_plain_calls", "streamed_calls", "stalled_calls"):
             assert 0 < calls[key] < calls["calls"], (route, key)
         assert 0 < trace["parallel_traces"] < trace["traces"] and trace["prefetch_hits"] > 0
+        assert 0 < trace["dispatch_traces"] < trace["traces"] and trace["dispatch_streamed_calls"] > 0
+        assert trace["dispatch_calls"] > 128  # the median of the delays comes from a t-digest
         assert prefix["prefix_misses"] > 0 and prefix["prefixes"] == 10  # 5 prefixes x 2 models
 
 

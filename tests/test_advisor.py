@@ -30,6 +30,12 @@ CASES = [
         "parallel_tools", 150.0, 6.0, id="parallel-tools",
     ),
     pytest.param(
+        RouteEvidence("/d", traces=30, trace={"traces": 30, "dispatch_saving_ms": 120.0, "dispatch_traces": 25,
+                                              "dispatch_calls": 60, "dispatch_streamed_calls": 15,
+                                              "dispatch_delay_p50_ms": 240.0}),
+        "tool_dispatch", 120.0, 3.6, id="tool-dispatch",
+    ),
+    pytest.param(
         RouteEvidence("/s", traces=60, model_calls_per_trace=1, calls={
             "calls": 60, "long_plain_calls": 30, "long_plain_decode_ms": 3000.0, "long_plain_tokens": 900.0}),
         "speculative_decoding", 500.0, 30.0, id="speculative",
@@ -65,6 +71,46 @@ def test_each_rule_estimates_its_saving(evidence: RouteEvidence, kind: str, per_
     assert finding.total_saving_s == pytest.approx(total_s)
 
 
+BASES = {  # each case's saving in words: the requests it is averaged over, and how many the lever applies to
+    "prompt-cache": "400 ms per request, averaged over all 50 requests of the route; 50 of 100 model calls missed the"
+    " cache",
+    "parallel-tools": "150 ms per request, averaged over all 40 requests of the route; 30 ran independent tools one"
+    " after another",
+    "tool-dispatch": "120 ms per request, averaged over all 30 requests of the route; 25 would end sooner with each"
+    " tool started as its call streamed",
+    "speculative": "500 ms per request, averaged over all 60 requests of the route; 30 of 60 model calls had long"
+    " outputs without speculation",
+    "prefetch": "400 ms per request, averaged over all 10 requests of the route; 10 prefetches were made, 8 unused",
+    "queueing": "600 ms per request, averaged over all 10 requests of the route; 20 model calls timed by the server,"
+    " their mean queueing counted for every call",
+    "rag-prefill": "2000 ms per request, averaged over all 30 requests of the route; all 30 model calls, each counted"
+    " at the median prefill",
+    "stalls": "80 ms per request, averaged over all 100 requests of the route; 10 of 100 streamed model calls stalled",
+}
+CALLS, REQUESTS = "model calls", "requests"
+APPLIES_TO = {"prompt-cache": (50, CALLS), "parallel-tools": (30, REQUESTS), "tool-dispatch": (25, REQUESTS),
+              "speculative": (30, CALLS), "prefetch": (10, "prefetches"), "queueing": (20, CALLS),
+              "rag-prefill": (30, CALLS), "stalls": (10, CALLS)}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", [case.id for case in CASES])
+def test_each_saving_names_its_denominator(case: str) -> None:
+    [finding] = advise([next(c.values[0] for c in CASES if c.id == case)])
+    answer = finding.as_dict()
+    assert answer["saving_basis"] == BASES[case]
+    assert (answer["applies_to"], answer["applies_to_unit"]) == APPLIES_TO[case]
+
+
+def test_a_route_without_analysed_traces_averages_over_its_model_calls() -> None:
+    evidence = RouteEvidence("/untraced", calls={"calls": 100, "streamed_calls": 100, "stalled_calls": 10,
+                                                 "stall_excess_ms": 800.0})  # fmt: skip
+    [finding] = advise([evidence])
+    assert finding.as_dict()["saving_basis"] == (
+        "80 ms per model call, averaged over all 100 model calls of the route (no analysed traces to count"
+        " requests); 10 of 100 streamed model calls stalled"
+    )
+
+
 def test_identical_prefix_misses_are_named() -> None:
     [finding] = advise([CASES[0].values[0]])
     assert "7 calls missed the cache on a prefix already sent" in finding.lever
@@ -80,11 +126,16 @@ def test_identical_prefix_misses_are_named() -> None:
                                                "cache_read_tokens": 0, "uncached_calls": 5, "ttft_cached_ms": 100.0,
                                                "ttft_uncached_ms": 500.0}),
         RouteEvidence("/fewtraces", traces=5, trace={"traces": 5, "parallel_saving_ms": 100.0, "parallel_traces": 5}),
+        RouteEvidence("/fewdispatch", traces=5, trace={"traces": 5, "dispatch_saving_ms": 100.0, "dispatch_calls": 5,
+                                                       "dispatch_traces": 5}),
+        RouteEvidence("/nodelay", traces=50, trace={"traces": 50, "dispatch_saving_ms": 0.0, "dispatch_calls": 100,
+                                                    "dispatch_traces": 0, "dispatch_delay_p50_ms": 1.0}),
         RouteEvidence("/netgain", traces=10, trace={"traces": 10, "prefetch_wasted_ms": 100.0,
                                                     "prefetch_saved_ms": 900.0}),
         RouteEvidence("/q", traces=10, server={"server_calls": 20, "queue_ms": 100.0, "server_ttft_ms": 400.0}),
     ],
-    ids=["cache-above-target", "too-few-calls", "too-few-traces", "prefetch-pays-off", "queue-minor"],
+    ids=["cache-above-target", "too-few-calls", "too-few-traces", "too-few-dispatch-traces", "tools-start-when-ready",
+         "prefetch-pays-off", "queue-minor"],
 )  # fmt: skip
 def test_no_finding_without_enough_evidence(evidence: RouteEvidence) -> None:
     assert advise([evidence]) == []
@@ -99,7 +150,8 @@ def test_findings_are_ranked_by_total_saving() -> None:
 
 @pytest.fixture(scope="module")
 def advised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """20 traces on /cache: half miss the prompt cache on one prefix, two tools run serially."""
+    """20 traces on /cache: half miss the prompt cache on one prefix; the model streams two tool calls (their
+    arguments complete at 300 and 650 ms of 700), whose tools then run serially after the message."""
     server = ServerProcess(tmp_path_factory.mktemp("advice"), extra_env=FAST).start()
     base = time.time_ns() - 600 * 1000 * MS
     spans: list[SpanSpec] = []
@@ -107,7 +159,7 @@ def advised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
         trace_id, root, start = new_trace_id(), new_span_id(), base + i * 2000 * MS
         cached = i % 2 == 0
 
-        def child(name: str, begin: int, end: int, attrs: dict, trace_id=trace_id, root=root, start=start):
+        def child(name: str, begin: int, end: int, attrs: dict, events=(), trace_id=trace_id, root=root, start=start):
             return SpanSpec(
                 name,
                 trace_id=trace_id,
@@ -116,7 +168,14 @@ def advised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
                 duration_ns=(end - begin) * MS,
                 service="advice-svc",
                 attributes={"agentlat.route": "/cache", **attrs},
+                events=list(events),
             )
+
+        streamed = [
+            ("agentlat.tool_call", start + ready * MS,
+             {"gen_ai.tool.call.id": call_id, "gen_ai.tool.name": name, "agentlat.tool_call.ready_at": ready / 1000})
+            for call_id, name, ready in (("A", "a", 300), ("B", "b", 650))
+        ]  # fmt: skip
 
         spans += [
             SpanSpec("invoke_agent helper", trace_id=trace_id, span_id=root, start_ns=start, duration_ns=1000 * MS,
@@ -126,9 +185,11 @@ def advised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
                                      "gen_ai.response.time_to_first_chunk": 0.2 if cached else 0.6,
                                      "gen_ai.usage.input_tokens": 1000,
                                      "gen_ai.usage.cache_read.input_tokens": 900 if cached else 0,
-                                     "agentlat.prompt.prefix_hash": "abc123"}),
-            child("execute_tool a", 700, 800, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "a"}),
-            child("execute_tool b", 800, 900, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "b"}),
+                                     "agentlat.prompt.prefix_hash": "abc123"}, streamed),
+            child("execute_tool a", 700, 800, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "a",
+                                               "gen_ai.tool.call.id": "A"}),
+            child("execute_tool b", 800, 900, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "b",
+                                               "gen_ai.tool.call.id": "B"}),
         ]  # fmt: skip
     ingest(server, spans)
     yield server
@@ -137,18 +198,39 @@ def advised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
 
 def _findings(server: ServerProcess) -> list[dict] | None:
     findings = server.get("/api/v1/advice", window="1h").json()["findings"]
-    return findings if len(findings) >= 2 else None
+    return findings if len(findings) >= 3 else None
 
 
 def test_advice_through_the_api(advised: ServerProcess) -> None:
     findings = wait_for(lambda: _findings(advised))
-    assert [(f["kind"], f["route"]) for f in findings] == [("prompt_cache", "/cache"), ("parallel_tools", "/cache")]
-    cache, parallel = findings
+    kinds = ["prompt_cache", "tool_dispatch", "parallel_tools"]  # 4.0, 3.0 and 2.0 s over the window
+    assert [(f["kind"], f["route"]) for f in findings] == [(kind, "/cache") for kind in kinds]
+    cache, dispatch, parallel = findings
     assert cache["evidence"]["hit_rate"] == pytest.approx(0.45)
     assert cache["evidence"]["identical_prefix_misses"] == 9
     assert cache["saving_ms_per_request"] == pytest.approx(200.0) and cache["requests"] == 20
     assert parallel["saving_ms_per_request"] == pytest.approx(100.0)
     assert parallel["total_saving_s"] == pytest.approx(2.0)
+    # Started when ready, a would run 300-400 and b 650-750: done at 750 instead of 900. Delays: 400 and 150 ms.
+    assert dispatch["evidence"] == {"streamed_tool_calls": 40, "dispatch_delay_p50_ms": 275.0,
+                                    "dispatched_while_streaming": 0.0, "traces_that_would_gain": 20,
+                                    "mean_saving_ms": 150.0}  # fmt: skip
+    assert (dispatch["saving_ms_per_request"], dispatch["total_saving_s"]) == (150.0, 3.0)
+    assert [f["saving_basis"] for f in findings] == [
+        "200 ms per request, averaged over all 20 requests of the route; 10 of 20 model calls missed the cache",
+        "150 ms per request, averaged over all 20 requests of the route; 20 would end sooner with each tool started"
+        " as its call streamed",
+        "100 ms per request, averaged over all 20 requests of the route; 20 ran independent tools one after another",
+    ]
+    assert [(f["applies_to"], f["applies_to_unit"]) for f in findings] == [
+        (10, "model calls"),
+        (20, "requests"),
+        (20, "requests"),
+    ]
+    assert dispatch["title"] == (
+        "Tools start a median 275 ms after the model streamed their arguments (40 of 40 calls only once the message"
+        " ended)"
+    )
 
 
 def test_advice_from_rollups_matches_the_exact_advice(advised: ServerProcess) -> None:
@@ -178,8 +260,12 @@ def test_advise_command_prints_the_same_findings(advised: ServerProcess) -> None
                             capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     assert json.loads(result.stdout)["findings"] == expected
     table = subprocess.run([AGENTLAT, "advise", "--api", advised.url, "--window", "1h"], capture_output=True,
-                           text=True, timeout=60, check=True, env={"COLUMNS": "200", "PATH": ""})  # fmt: skip
+                           text=True, timeout=60, check=True, env={"COLUMNS": "500", "PATH": ""})  # fmt: skip
     assert "Prompt-cache hit rate 45% is under the 80% target" in table.stdout
+    assert "Dispatch tool calls as they stream" in table.stdout
+    assert "200 ms per request, averaged over all 20 requests of the route; 10 of 20 model calls missed the cache" in (
+        table.stdout
+    )  # a row per line at this width: the sentence is whole
 
 
 def test_advise_command_explains_an_unreachable_server() -> None:

@@ -8,7 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from agentlat.collector.analysis import ParallelGroup, SpanRecord, TraceAnalysis, analyse
+from agentlat.collector.analysis import (
+    DispatchedCall,
+    DispatchGroup,
+    ParallelGroup,
+    SpanRecord,
+    StreamedToolCall,
+    TraceAnalysis,
+    analyse,
+)
 
 MS = 1_000_000
 
@@ -401,6 +409,177 @@ def test_group_off_the_critical_path_saves_nothing() -> None:
     a = analyse(spans)
     assert a.parallelisable == (ParallelGroup(("t1", "t2"), ("tool_t1", "tool_t2"), 0, False),)
     assert a.parallel_saving_ns == 0
+
+
+# --- streamed tool-call dispatch ----------------------------------------------------------
+# The model call m streams 0-1000 ms: tool call A's arguments are complete at 300 ms, B's at 600 ms.
+STREAMED = (StreamedToolCall("A", "a", 100 * MS, 300 * MS), StreamedToolCall("B", "b", 400 * MS, 600 * MS))
+
+
+def _planner(
+    a: tuple[float, float], b: tuple[float, float], end: float, *more: SpanRecord, b_needs: tuple[str, ...] = ()
+) -> list[SpanRecord]:
+    """m streams A and B, tools a and b run over the given (start, end) ms (b consumes the output of the calls
+    ``b_needs``), then m2 answers, 10 ms after the message and the tools are done, until ``end``."""
+    last_tool = max(a[1], b[1], 1000)
+    return [
+        agent("r", "", 0, end),
+        model("m", "r", 0, 1000, tool_calls=STREAMED),
+        tool("a", "r", *a, tool_call_id="A"),
+        tool("b", "r", *b, tool_call_id="B", depends_on=b_needs),
+        model("m2", "r", last_tool + 10, end),
+        *more,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("a_ms", "b_ms", "expected"),
+    [
+        # a starts at 900 while m still streams and ends after it: it waited for the stream, so m is on the path
+        # until 900 (model 900 + m2 290), a 400; the 10 ms before m2 are the agent's own.
+        ((900, 1300), (601, 801), (1600, 1190, 400, 10)),
+        # both tools start as their arguments are complete and end during the stream: m stays the path.
+        ((301, 701), (601, 801), (1600, 1590, 0, 10)),
+        # the tools wait for the end of the message: nothing overlaps, the plain rule.
+        ((1010, 1410), (1010, 1210), (2000, 1580, 400, 20)),
+    ],
+)
+def test_a_tool_dispatched_from_a_stream_waited_for_it(a_ms: tuple, b_ms: tuple, expected: tuple) -> None:
+    """Never orchestration: the time a model streamed before the tool it dispatched started is model time."""
+    assert split_ms(analyse(_planner(a_ms, b_ms, expected[0]))) == expected
+
+
+def _dispatch_ms(a: TraceAnalysis) -> tuple[float, list[tuple[str, float, bool, bool]], list[tuple[str, float]]]:
+    """(trace saving, per call (span, delay, while streaming, on path), per group (model span, saving)) in ms."""
+    return (
+        a.dispatch_saving_ns / MS,
+        [(c.span_id, c.delay_ns / MS, c.while_streaming, c.on_critical_path) for c in a.dispatched],
+        [(g.model_span_id, g.saving_ns / MS) for g in a.dispatch_groups],
+    )
+
+
+DISPATCH_CASES = [
+    pytest.param(
+        # Both tools start together 10 ms after the message: a would have run 300-700, b 600-800, so they would
+        # be done when the message ends (1000) instead of at 1410: m2 could start 410 ms sooner.
+        _planner((1010, 1410), (1010, 1210), 2000),
+        (410.0, [("a", 710.0, False, True), ("b", 410.0, False, False)], [("m", 410.0)]),
+        id="tools-wait-for-the-end-of-the-message",
+    ),
+    pytest.param(
+        # Each tool starts 1 ms after its arguments: the stream (0-1000) stays the critical path, nothing to save.
+        _planner((301, 701), (601, 801), 1600),
+        (0.0, [("a", 1.0, True, False), ("b", 1.0, True, False)], [("m", 0.0)]),
+        id="dispatched-while-streaming",
+    ),
+    pytest.param(
+        # b starts at once, a only at 900 (still streaming) and outlasts the stream: a could have run 300-700;
+        # the group is then done at the message's end (1000) instead of 1300. a waited for the stream until 900,
+        # so the path is m (0-900), a, m2: b ran beside the stream, off the path.
+        _planner((900, 1300), (601, 801), 1600),
+        (300.0, [("b", 1.0, True, False), ("a", 600.0, True, True)], [("m", 300.0)]),
+        id="one-call-dispatched-late-while-streaming",
+    ),
+    pytest.param(
+        # a 1000-1400 then b 1400-2000 (b consumed a's output). Started when ready: a 300-700, b once a is done,
+        # 700-1300. Done at 1300 instead of 2000.
+        _planner((1000, 1400), (1400, 2000), 2200, b_needs=("A",)),
+        (700.0, [("a", 700.0, False, True), ("b", 800.0, False, True)], [("m", 700.0)]),
+        id="a-dependent-call-waits-for-the-tool-it-consumed",
+    ),
+    pytest.param(
+        # The same without the dependency: b 600-1200, so the group is done at 1200.
+        _planner((1000, 1400), (1400, 2000), 2200),
+        (800.0, [("a", 700.0, False, True), ("b", 800.0, False, True)], [("m", 800.0)]),
+        id="independent-calls-together",
+    ),
+    pytest.param(
+        # A guard agent on another branch ends at 1305 (its model call at 1300): the next step may wait for it
+        # too, so the tools dispatched when ready save only 1410 - 1305.
+        _planner((1010, 1410), (1010, 1210), 2000, agent("guard", "r", 5, 1305), model("g", "guard", 10, 1300)),
+        (105.0, [("a", 710.0, False, True), ("b", 410.0, False, False)], [("m", 105.0)]),
+        id="other-work-ending-before-the-tools-bounds-the-saving",
+    ),
+    pytest.param(
+        # The tools run inside the model call's span (started in its `with` block) and outlive it: a started
+        # 50 ms after its arguments, at 350, so everything moves 50 ms sooner.
+        [
+            agent("r", "", 0, 1500),
+            model("m", "r", 0, 1000, tool_calls=STREAMED[:1]),
+            tool("a", "m", 350, 1200, tool_call_id="A"),
+            model("m2", "r", 1200, 1500),
+        ],
+        (50.0, [("a", 50.0, True, True)], [("m", 50.0)]),
+        id="tool-inside-the-model-span-started-late",
+    ),
+    pytest.param(
+        # No event on the model call: the tool's own args_ready_ns links it to the call streaming then (m, not
+        # m0, which ended before). The event wins where both exist (b's attribute says 0, the event 600).
+        [
+            agent("r", "", 0, 2000),
+            model("m0", "r", 0, 100),
+            model("m", "r", 100, 1000, tool_calls=STREAMED[1:]),
+            tool("a", "r", 1010, 1410, tool_call_id="A", args_ready_ns=300 * MS),
+            tool("b", "r", 1010, 1210, tool_call_id="B", args_ready_ns=0),
+            model("m2", "r", 1420, 2000),
+        ],
+        (410.0, [("a", 710.0, False, True), ("b", 410.0, False, False)], [("m", 410.0)]),
+        id="tool-span-args-ready-time",
+    ),
+    pytest.param(
+        # A tool's args_ready_ns outside every model call links it to none; unknown call ids link nothing.
+        [
+            agent("r", "", 0, 2000),
+            model("m", "r", 0, 1000, tool_calls=(StreamedToolCall("X", "x", 0, 300 * MS),)),
+            tool("a", "r", 1010, 1410, tool_call_id="A", args_ready_ns=1005 * MS),
+            model("m2", "r", 1420, 2000),
+        ],
+        (0.0, [], []),
+        id="nothing-linked",
+    ),
+    pytest.param(
+        # The tools of a side branch, off the critical path: their delays count, their saving does not.
+        [
+            agent("r", "", 0, 3000),
+            tool("long", "r", 0, 3000),
+            agent("side", "r", 0, 2000),
+            model("m", "side", 0, 1000, tool_calls=STREAMED),
+            tool("a", "side", 1010, 1410, tool_call_id="A"),
+            tool("b", "side", 1010, 1210, tool_call_id="B"),
+        ],
+        (0.0, [("a", 710.0, False, False), ("b", 410.0, False, False)], [("m", 0.0)]),
+        id="off-the-critical-path",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spans", "expected"), DISPATCH_CASES)
+def test_dispatch_delays_and_what_if(spans: list[SpanRecord], expected: tuple) -> None:
+    a = analyse(spans)
+    assert _dispatch_ms(a) == expected
+    for call in a.dispatched:
+        ready = next(s for s in spans if s.span_id == call.span_id).start_ns - call.delay_ns
+        assert call.ready_ns == ready or call.delay_ns == 0
+
+
+def test_dispatch_group_and_call_details() -> None:
+    a = analyse(_planner((1010, 1410), (1010, 1210), 2000))
+    assert a.dispatch_groups == (DispatchGroup("m", ("a", "b"), ("tool_a", "tool_b"), 410 * MS, True),)
+    assert a.dispatched[0] == DispatchedCall("a", "tool_a", "A", "m", 300 * MS, 710 * MS, False, True)
+    assert a.parallelisable == ()  # a and b overlap: nothing to parallelise, only to start sooner
+
+
+def test_dispatch_savings_of_two_model_calls_add_up() -> None:
+    second = (StreamedToolCall("C", "c", None, 1700 * MS),)
+    spans = [
+        *_planner((1010, 1410), (1010, 1210), 3000)[:4],
+        model("m2", "r", 1420, 2000, tool_calls=second),
+        tool("c", "r", 2010, 2510, tool_call_id="C"),  # could run 1700-2200: done at 2200 instead of 2510
+        model("m3", "r", 2520, 3000),
+    ]
+    a = analyse(spans)
+    assert [(g.model_span_id, g.saving_ns / MS) for g in a.dispatch_groups] == [("m", 410.0), ("m2", 310.0)]
+    assert a.dispatch_saving_ns == 720 * MS
 
 
 # --- robustness -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlat.collector.analysis import ParallelGroup, SpanRecord, TraceAnalysis, analyse
+from agentlat.collector.analysis import ParallelGroup, SpanRecord, StreamedToolCall, TraceAnalysis, analyse
 
 MS = 1_000_000
 PHASES = ("queue", "prefill", "decode")
@@ -93,6 +93,7 @@ class Node:
     phase: str
     parent: str | None = None
     kids: list[str] = field(default_factory=list)
+    record: SpanRecord | None = None  # the record that won (for the dispatch reference)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class Reference:
     category: dict[int, str]
     phase: dict[int, str]
     walked: dict[str, int]  # span on the critical path -> start of the window it was walked over
+    walked_end: dict[str, int]  # ... and its end
 
     def total(self, category: str) -> int:
         return sum(1 for c in self.category.values() if c == category) * MS
@@ -124,7 +126,7 @@ def reference(records: list[SpanRecord]) -> Reference:
     nodes: dict[str, Node] = {}
     for r in records:
         start, end = r.start_ns // MS, max(r.end_ns, r.start_ns) // MS
-        node = Node(r.span_id, r.parent_span_id, start, end, r.role, r.is_server_span, r.phase)
+        node = Node(r.span_id, r.parent_span_id, start, end, r.role, r.is_server_span, r.phase, record=r)
         old = nodes.get(r.span_id)
         if old is None or (end, -start) > (old.end, -old.start):
             nodes[r.span_id] = node
@@ -159,9 +161,11 @@ def reference(records: list[SpanRecord]) -> Reference:
     # Critical path: walk back from the window's end one tick at a time.
     owner: dict[int, str] = {}
     walked: dict[str, int] = {}
+    walked_end: dict[str, int] = {}
+    dispatched_from = {tool: model for tool, (model, _) in dispatch_links(nodes).items()}
 
     def walk(span_id: str, w_lo: int, w_hi: int, adopted: list[str]) -> None:
-        walked[span_id] = w_lo
+        walked[span_id], walked_end[span_id] = w_lo, w_hi
         clamped = []
         for kid in nodes[span_id].kids + adopted:
             k_lo, k_hi = max(nodes[kid].start, w_lo), min(reach(kid), w_hi)
@@ -176,6 +180,12 @@ def reference(records: list[SpanRecord]) -> Reference:
                 inside = [c[2] for c in clamped if c[2] != kid and k_lo <= c[0] and c[1] <= k_hi]
                 walk(kid, k_lo, k_hi, inside if not _is_call(nodes[kid]) else [])
                 tick = k_lo
+                # A tool that started while the model call it was dispatched from streamed waited for it.
+                source = [c for c in clamped if c[2] == dispatched_from.get(kid) and c[0] < tick < c[1]]
+                if source:
+                    m_lo, _, m_id = source[0]
+                    walk(m_id, m_lo, tick, [])
+                    tick = m_lo
             else:
                 owner[tick - 1] = span_id
                 tick -= 1
@@ -198,7 +208,7 @@ def reference(records: list[SpanRecord]) -> Reference:
             "orchestration",
         )
         phase[tick] = next((n.phase for n in chain if n.phase or n.role in ("model", "tool")), "")
-    return Reference(root.id, partial, lo, hi, nodes, owner, category, phase, walked)
+    return Reference(root.id, partial, lo, hi, nodes, owner, category, phase, walked, walked_end)
 
 
 def _is_call(n: Node) -> bool:
@@ -230,7 +240,7 @@ def test_split_adds_up_to_e2e_and_no_part_is_negative(spans: list[SpanRecord]) -
 
 
 @PROPERTY_SETTINGS
-@given(traces())
+@given(st.one_of(traces(), st.deferred(lambda: dispatch_traces())))  # with streamed tool calls too
 def test_split_equals_the_brute_force_reference(spans: list[SpanRecord]) -> None:
     a, ref = analyse(spans), reference(spans)
     assert (a.root_span_id, a.partial) == (ref.root, ref.partial)
@@ -387,3 +397,179 @@ def test_nested_agents_group_only_their_own_serial_tools() -> None:
     a = analyse(NESTED_AGENTS_WITH_OWN_TOOLS)
     assert a.parallelisable == (ParallelGroup(("t2", "t3"), ("tool_t2", "tool_t3"), 20 * MS, True),)
     assert (a.model_sum_ns, a.tool_sum_ns, a.parallelism) == (75 * MS, 100 * MS, 1.0)
+
+
+# --- streamed tool-call dispatch ------------------------------------------------------------
+
+
+@st.composite
+def dispatch_traces(draw: st.DrawFn, at_ready: bool = False) -> list[SpanRecord]:
+    """``traces()`` whose tool calls were streamed by its model spans (events), report their own ready moment
+    (args_ready_ns), both, or neither; ``at_ready``: every tool started the moment its arguments were ready."""
+    spans = draw(traces())
+    winner: dict[str, SpanRecord] = {}  # the record analyse() keeps per span id: it ends last, then is longer
+    for span in spans:
+        old, end = winner.get(span.span_id), max(span.end_ns, span.start_ns)
+        if old is None or (end, -span.start_ns) > (max(old.end_ns, old.start_ns), -old.start_ns):
+            winner[span.span_id] = span
+    models = sorted(i for i, w in winner.items() if w.role == "model")
+    streamed: dict[str, list[StreamedToolCall]] = {m: [] for m in models}
+    own_ready: dict[str, int] = {}
+    for span_id in sorted(i for i, w in winner.items() if w.role == "tool"):
+        tool = winner[span_id]
+        ready = tool.start_ns if at_ready else tool.start_ns - draw(st.integers(-3, 40)) * MS
+        source = draw(st.sampled_from(("event", "event", "attribute", "both", "unready event", "none")))
+        if models and source in ("event", "both", "unready event"):
+            done = None if source == "unready event" else ready
+            named = draw(st.one_of(st.none(), st.just(ready - 5 * MS)))
+            streamed[draw(st.sampled_from(models))].append(StreamedToolCall(tool.tool_call_id, tool.tool, named, done))
+        if source in ("attribute", "both", "unready event") and draw(st.booleans()):
+            own_ready[span_id] = ready if source != "both" else ready - draw(st.integers(0, 20)) * MS
+    for m in models:  # a call the model streamed that no tool ran
+        if draw(st.booleans()):
+            streamed[m].append(StreamedToolCall("nobody", "", None, draw(st.integers(0, 100)) * MS))
+    return [
+        replace(s, tool_calls=tuple(streamed.get(s.span_id, ())), args_ready_ns=own_ready.get(s.span_id)) for s in spans
+    ]
+
+
+@dataclass
+class DispatchReference:
+    saving: int  # ns
+    calls: list[tuple[str, int, bool, bool]]  # tool span, delay ns, while streaming, on the critical path
+    groups: list[tuple[str, int]]  # model span, saving ns
+
+
+def dispatch_links(nodes: dict[str, Node]) -> dict[str, tuple[str, int]]:
+    """Tool span -> (the model span whose streamed call it ran, the ready moment in ms), in start order."""
+    ordered = sorted(nodes.values(), key=order_key)
+    record = {n.id: n.record for n in ordered}
+    streamed: dict[str, tuple[str, int]] = {}
+    for n in ordered:
+        for call in record[n.id].tool_calls if n.role == "model" else ():
+            if call.call_id and call.ready_ns is not None and call.call_id not in streamed:
+                streamed[call.call_id] = (n.id, call.ready_ns // MS)
+    client_calls = [n for n in ordered if n.role == "model" and not n.server and not n.phase]
+    links: dict[str, tuple[str, int]] = {}
+    for n in ordered:
+        r = record[n.id]
+        if n.role != "tool":
+            continue
+        link = streamed.get(r.tool_call_id) if r.tool_call_id else None
+        if link is None and r.args_ready_ns is not None:
+            ready = r.args_ready_ns // MS
+            streaming = [c for c in client_calls if c.start <= ready <= c.end]
+            if streaming:
+                latest = max(c.start for c in streaming)
+                link = (next(c for c in streaming if c.start == latest).id, ready)
+        if link is not None:
+            links[n.id] = link
+    return links
+
+
+def reference_dispatch(ref: Reference) -> DispatchReference:
+    """The docstring's dispatch rules, with plain loops over the reference's nodes (times in ms)."""
+    nodes = ref.nodes
+    ordered = sorted(nodes.values(), key=order_key)
+    record = {n.id: n.record for n in ordered}
+
+    def chain(node_id: str) -> list[str]:  # the node and its ancestors
+        found = [node_id]
+        while nodes[found[-1]].parent is not None:
+            found.append(nodes[found[-1]].parent)
+        return found
+
+    def reach(node_id: str) -> int:
+        return max([nodes[node_id].end, *(reach(kid) for kid in nodes[node_id].kids if not nodes[kid].server)])
+
+    members: dict[str, list[tuple[str, int]]] = {}
+    for tool_id, (model_id, ready) in dispatch_links(nodes).items():
+        members.setdefault(model_id, []).append((tool_id, ready))
+    first_tool: dict[str, str] = {}
+    for n in ordered:
+        if n.role == "tool" and record[n.id].tool_call_id:
+            first_tool.setdefault(record[n.id].tool_call_id, n.id)
+
+    calls: list[tuple[str, int, bool, bool]] = []
+    groups: list[tuple[str, int]] = []
+    saved_ticks: set[int] = set()
+    for model in (n for n in ordered if n.id in members):
+        finish: dict[str, int] = {}
+        ends = []
+        for tool_id, ready in members[model.id]:
+            r, start = record[tool_id], ready
+            for needed in r.depends_on:
+                if needed in finish:
+                    start = max(start, finish[needed])
+                elif needed in first_tool and first_tool[needed] != tool_id:
+                    start = max(start, reach(first_tool[needed]))
+            end = start + reach(tool_id) - nodes[tool_id].start
+            if r.tool_call_id and r.tool_call_id not in finish:
+                finish[r.tool_call_id] = end
+            ends.append(end)
+            tool = nodes[tool_id]
+            calls.append((tool_id, max(0, tool.start - ready) * MS, tool.start < model.end, tool_id in ref.walked))
+        on_path = [ref.walked_end[t] for t, _ in members[model.id] if t in ref.walked]
+        if not on_path:
+            groups.append((model.id, 0))
+            continue
+        done = max(on_path)
+        kin = {a for t, _ in members[model.id] for a in chain(t)}  # members and their ancestors ...
+        kin |= {n.id for n in ordered if any(t in chain(n.id) for t, _ in members[model.id])}  # ... descendants
+        others = [n.end for n in ordered if n.id != model.id and n.id not in kin and model.end < n.end <= done]
+        floor = max([model.end, *ends, *others, ref.lo])
+        groups.append((model.id, max(0, done - floor) * MS))
+        saved_ticks.update(range(floor, done))
+    order = {n.id: k for k, n in enumerate(ordered)}
+    return DispatchReference(len(saved_ticks) * MS, sorted(calls, key=lambda c: order[c[0]]), groups)
+
+
+@PROPERTY_SETTINGS
+@given(dispatch_traces())
+def test_dispatch_equals_the_brute_force_reference(spans: list[SpanRecord]) -> None:
+    a, ref = analyse(spans), reference(spans)
+    want = reference_dispatch(ref)
+    assert [(c.span_id, c.delay_ns, c.while_streaming, c.on_critical_path) for c in a.dispatched] == want.calls
+    assert [(g.model_span_id, g.saving_ns) for g in a.dispatch_groups] == want.groups
+    assert a.dispatch_saving_ns == want.saving
+
+
+@PROPERTY_SETTINGS
+@given(dispatch_traces())
+def test_dispatch_saving_never_exceeds_what_the_critical_path_allows(spans: list[SpanRecord]) -> None:
+    """At least 0; at most E2E, and at most the dispatch delays (the tools' waiting) on the critical path: per
+    group, the largest delay of a member on the path; in all, their sum."""
+    a = analyse(spans)
+    assert 0 <= a.dispatch_saving_ns <= a.e2e_ns
+    assert a.dispatch_saving_ns <= sum(g.saving_ns for g in a.dispatch_groups)
+    waiting = {c.span_id: c.delay_ns for c in a.dispatched if c.on_critical_path}
+    assert a.dispatch_saving_ns <= sum(waiting.values())
+    for group in a.dispatch_groups:
+        assert group.saving_ns <= max((waiting[t] for t in group.span_ids if t in waiting), default=0)
+        assert group.saving_ns == 0 or group.on_critical_path
+
+
+@PROPERTY_SETTINGS
+@given(dispatch_traces(at_ready=True))
+def test_nothing_is_saved_when_every_tool_started_when_ready(spans: list[SpanRecord]) -> None:
+    a = analyse(spans)
+    assert all(c.delay_ns == 0 for c in a.dispatched)
+    assert a.dispatch_saving_ns == 0 and all(g.saving_ns == 0 for g in a.dispatch_groups)
+
+
+def test_dispatch_reference_agrees_with_a_hand_computed_trace() -> None:
+    """The reference itself: tools started 10 ms after a 1000 ms message, though ready at 300 and 600 ms."""
+    spans = [
+        _span("r", "", 0, 2000, "agent"),
+        replace(
+            _span("m", "r", 0, 1000, "model"),
+            tool_calls=(StreamedToolCall("A", "a", None, 300 * MS), StreamedToolCall("B", "b", None, 600 * MS)),
+        ),
+        replace(_span("a", "r", 1010, 1410, "tool"), tool_call_id="A"),
+        replace(_span("b", "r", 1010, 1210, "tool"), tool_call_id="B"),
+        _span("m2", "r", 1420, 2000, "model"),
+    ]
+    want = reference_dispatch(reference(spans))
+    assert want == DispatchReference(410 * MS, [("a", 710 * MS, False, True), ("b", 410 * MS, False, False)],
+                                     [("m", 410 * MS)])  # fmt: skip
+    assert analyse(spans).dispatch_saving_ns == want.saving

@@ -109,6 +109,16 @@ def test_column_changes_reach_local_and_distributed_tables() -> None:
     ]
 
 
+def test_trace_dispatch_columns_reach_local_and_distributed_tables() -> None:
+    """Migration 13 adds them; 7, 8 and 11, whose rollup SQL reads them, add them first where missing."""
+    added = [s for s in STATEMENTS if "ADD COLUMN IF NOT EXISTS DispatchSavingMs Float64" in s]
+    assert [s.split(" ADD COLUMN")[0] for s in added] == [
+        "ALTER TABLE `agentlat`.agentlat_traces_local ON CLUSTER 'prod'",
+        "ALTER TABLE `agentlat`.agentlat_traces ON CLUSTER 'prod'",
+    ] * 4
+    assert all("DispatchDelaysMs Array(Float64)" in s and "DispatchStreamedCalls UInt32" in s for s in added)
+
+
 def test_backfills_run_once_through_the_distributed_tables() -> None:
     into_ledger = "INSERT INTO `agentlat`.agentlat_migrations "  # ledger rows and migration 9's mark
     backfills = [s for s in STATEMENTS if s.startswith("INSERT INTO") and not s.startswith(into_ledger)]

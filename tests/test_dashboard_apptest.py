@@ -4,6 +4,7 @@ the numbers shown (tiles, table cells, chart data), empty states and a server th
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,11 @@ from agentlat.dashboard import fmt
 from agentlat.dashboard.page_advisor import NO_FINDINGS
 from agentlat.dashboard.page_budgets import NO_ALERTS
 from tests.dashboard_data import ALL_E2E, ALL_ITL, ALL_TTFT, CHECKOUT_E2E, CHECKOUT_TTFT, exact, start_known_server
+from tests.otlp_payloads import MS
 from tests.servers import ServerProcess, free_port
+from tests.test_trace_analysis_e2e import FAST as FAST_ANALYSIS
+from tests.test_trace_analysis_e2e import analysis as analysed
+from tests.test_trace_analysis_e2e import ingest, planner_trace
 
 pytestmark = pytest.mark.slow
 
@@ -102,12 +107,33 @@ def test_overview_tiles_with_change_and_budget_status(page: OpenPage, known: Ser
     assert not [m for m in markdown(at) if "budget" in m and "badge" in m and "within budget" not in m]
 
 
+def test_breakdown_splits_the_p50_p95_p99_requests(known: ServerProcess) -> None:
+    """``at``: per percentile, the mean split of the traces ranked within half a percentile point of it. Of the
+    20 /checkout traces (E2E 1000 + 10 i: model 600, tool 400, orchestration 10 i) that is ranks 9-10 for p50,
+    17-19 for p95 and 18-19 for p99."""
+    body = known.get("/api/v1/breakdown", group_by="route", window="1h").json()
+    found = {row["group"]["route"]: row["at"] for row in body["rows"]}
+    assert found["/checkout"] == {
+        "p50": {"traces": 2, "e2e": 1095.0, "model": 600.0, "tool": 400.0, "orchestration": pytest.approx(95.0)},
+        "p95": {"traces": 3, "e2e": 1180.0, "model": 600.0, "tool": 400.0, "orchestration": pytest.approx(180.0)},
+        "p99": {"traces": 2, "e2e": 1185.0, "model": 600.0, "tool": 400.0, "orchestration": pytest.approx(185.0)},
+    }
+    search = {"e2e": 500.0, "model": 200.0, "tool": 250.0, "orchestration": pytest.approx(50.0)}
+    assert found["/search"] == {"p50": {"traces": 2, **search}, "p95": {"traces": 2, **search},
+                                "p99": {"traces": 2, **search}}  # fmt: skip
+    # by model, which traces do not keep: the rollup split only
+    by_model = known.get("/api/v1/breakdown", group_by="model", window="1h").json()
+    assert by_model["rows"] and all("at" not in row for row in by_model["rows"])
+
+
 def test_overview_split_and_series(page: OpenPage, known: ServerProcess) -> None:
     split, series = charts(page())
     parts = traces_of(split)
-    assert parts["model"]["y"] == ["/search", "/checkout"]
-    assert parts["model"]["x"] == [200.0, 600.0] and parts["tool"]["x"] == [250.0, 400.0]
-    assert parts["orchestration"]["x"] == pytest.approx([50.0, sum(CHECKOUT_E2E) / 20 - 1000.0])
+    levels = ["p50", "p95", "p99"]
+    assert parts["model"]["y"] == [["/checkout"] * 3 + ["/search"] * 3, levels * 2]  # most requests first
+    assert parts["model"]["x"] == [600.0] * 3 + [200.0] * 3 and parts["tool"]["x"] == [400.0] * 3 + [250.0] * 3
+    assert parts["orchestration"]["x"] == pytest.approx([95.0, 180.0, 185.0, 50.0, 50.0, 50.0])
+    assert parts["orchestration"]["text"][2] == "185 ms · 15.6%"
     api = known.get("/api/v1/timeseries", metric="e2e", step="1m", window="1h").json()["series"][0]["points"]
     lines = traces_of(series)
     for name in ("p50", "p95", "p99"):
@@ -157,7 +183,12 @@ def test_routes_table(page: OpenPage, known: ServerProcess) -> None:
     assert frame.loc["/checkout", "cache hit"] == pytest.approx(0.125)
     assert frame.loc["/search", "spec. acceptance"] == pytest.approx(0.7)
     assert frame.loc["/search", "error rate"] == pytest.approx(0.1)
-    assert frame.loc["/search", "traces"] == "traces?window=1h&route=%2Fsearch&sort=slowest"
+    assert frame.loc["/search", "traces"] == "traces?window=1h&service=shop&route=%2Fsearch&sort=slowest"
+    assert set(frame["service"]) == {"shop"}
+    shown = at.dataframe[0].proto
+    assert shown.placeholder == fmt.DASH  # a missing value (no speculation on /checkout) is a dash, not "None"
+    config = json.loads(shown.columns)
+    assert config["route"]["pinned"] and config["service"]["pinned"]  # kept in view when scrolling sideways
 
 
 def test_tools_sorted_by_error_rate(page: OpenPage) -> None:
@@ -166,7 +197,7 @@ def test_tools_sorted_by_error_rate(page: OpenPage) -> None:
     assert list(frame["error rate"]) == pytest.approx([0.2, 0.0, 0.0])
     assert list(frame["calls"]) == [10, 20, 20] and list(frame["tool call p99"]) == [250.0, 200.0, 200.0]
     assert "cache hit" not in frame and "spec. acceptance" not in frame  # tools report neither
-    assert frame.loc[0, "traces"] == "traces?window=1h&tool=web_search&sort=slowest"
+    assert frame.loc[0, "traces"] == "traces?window=1h&service=shop&tool=web_search&sort=slowest"
 
 
 # --- Trace explorer -------------------------------------------------------------------
@@ -174,7 +205,7 @@ def test_slowest_trace_waterfall_split_and_what_if(page: OpenPage) -> None:
     at = page("page_traces.py")
     listed, split, what_if = (d.value for d in at.dataframe)
     assert len(listed) == 30
-    assert list(listed["E2E (ms)"][:3]) == [1190.0, 1180.0, 1170.0] and listed.loc[0, "route"] == "/checkout"
+    assert list(listed["E2E"][:3]) == [1190.0, 1180.0, 1170.0] and listed.loc[0, "route"] == "/checkout"
     assert metrics(at)["E2E"][0] == "1,190 ms"
     assert split.values.tolist() == [
         ["model", "600 ms", "50.4%", "600 ms"],
@@ -182,7 +213,7 @@ def test_slowest_trace_waterfall_split_and_what_if(page: OpenPage) -> None:
         ["orchestration", "190 ms", "16.0%", "—"],
     ]
     assert what_if.values.tolist() == [["inventory, payment", "200 ms", "990 ms", "yes"]]
-    assert metrics(at)["Parallel tool calls would save"] == ("200 ms", "E2E 990 ms")
+    assert metrics(at)["E2E with parallel tool calls"] == ("990 ms", "-200 ms")  # a saving reads as a fall
     [waterfall] = charts(at)
     bars = traces_of(waterfall)
     # the critical path strip's segments first, then the spans
@@ -190,6 +221,24 @@ def test_slowest_trace_waterfall_split_and_what_if(page: OpenPage) -> None:
     assert bars["tool"]["base"] == [300.0, 500.0, 300.0, 500.0] and bars["tool"]["x"] == [200.0] * 4
     assert bars["model"]["marker"]["line"]["width"] == [0, 0, 1.5, 1.5]  # spans on the path are outlined
     assert bars["orchestration"]["base"] == [1000.0] and bars["orchestration"]["x"] == pytest.approx([190.0])
+
+
+def selected(at: AppTest) -> tuple[list[int], list[str]]:
+    """The trace list's selected rows and their trace ids."""
+    table = at.dataframe[0]
+    rows = json.loads(table.proto.selection_default)["selection"]["rows"]
+    return rows, [table.value.loc[r, "trace id"] for r in rows]
+
+
+def test_the_selection_follows_the_trace_not_the_row(page: OpenPage, known: ServerProcess) -> None:
+    slowest = [t["trace_id"] for t in known.get("/api/v1/traces", sort="slowest", window="1h").json()["traces"]]
+    assert selected(page("page_traces.py")) == ([0], [slowest[0]])  # the first trace, shown and selected
+    chosen = slowest[2]
+    assert selected(page("page_traces.py", trace=chosen)) == ([2], [chosen])  # a trace the URL names is selected
+    at = page("page_traces.py", trace=chosen, sort="recent")  # the rows reorder: the selection moves with the trace
+    rows, ids = selected(at)
+    assert ids == [chosen] and rows != [2]
+    assert at.dataframe[0].proto.id != page("page_traces.py", trace=chosen).dataframe[0].proto.id
 
 
 def test_search_trace_shows_model_phases(page: OpenPage, known: ServerProcess) -> None:
@@ -204,6 +253,25 @@ def test_search_trace_shows_model_phases(page: OpenPage, known: ServerProcess) -
     labels = [label.replace("\u00a0", " ").rstrip() for label in waterfall["layout"]["yaxis"]["ticktext"]]
     assert labels[:3] == ["critical path", "invoke_agent search (error)", "  chat m2"]
     assert "  execute_tool web_search" in labels
+
+
+def test_streamed_tool_calls_tick_the_model_bar_and_show_their_what_if(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = ServerProcess(tmp_path, extra_env=FAST_ANALYSIS).start()
+    try:
+        spans = planner_trace(time.time_ns() - 60_000 * MS, "/planner")
+        ingest(server, spans)
+        analysed(server, spans[0].trace_id)
+        at = opener(server.url, monkeypatch)("page_traces.py", trace=spans[0].trace_id)
+    finally:
+        server.stop()
+    assert metrics(at)["E2E starting tools as they stream"] == ("1,590 ms", "-410 ms")
+    dispatch = at.dataframe[-1].value
+    assert dispatch.values.tolist() == [["a 710 ms, b 410 ms", "410 ms", "1,590 ms", "yes"]]
+    [waterfall] = charts(at)
+    ticks = traces_of(waterfall)["arguments complete"]
+    assert ticks["x"] == pytest.approx([300.0, 600.0]) and ticks["y"] == [2, 2]  # on the model call's bar
 
 
 # --- Budgets & alerts, Advisor --------------------------------------------------------

@@ -10,6 +10,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -128,6 +129,15 @@ def test_overview(page: Page, dashboard: str, known: ServerProcess) -> None:
     visit(
         page, f"{dashboard}/?window=1h", "overview", texts=["Overview", all_routes, "within budget 2,000 ms"], charts=2
     )
+    split = page.locator(".js-plotly-plot").first
+    for label in ("p50", "p95", "p99", "/checkout", "/search", "model", "tool", "orchestration"):
+        expect(split.get_by_text(label, exact=True).first).to_be_visible()  # axis labels and the legend
+    # the /checkout p99 requests: 600 ms model, 400 ms tool, 185 ms orchestration of 1,185 ms, labelled upright
+    for label in ("600 ms · 50.6%", "400 ms · 33.8%", "185 ms · 15.6%"):
+        text = split.get_by_text(label, exact=True)
+        expect(text).to_be_visible()
+        assert "rotate" not in (text.get_attribute("transform") or "")
+    assert split.get_by_text("100.0%").count() == 0
     checkout = e2e_p50(known, route="/checkout")
     visit(
         page,
@@ -153,9 +163,22 @@ def test_routes_and_models(page: Page, dashboard: str) -> None:
         f"{dashboard}/routes?window=1h",
         "routes",
         texts=["Routes & models"],
-        cells=["/checkout", "/search", "20", "10", "500", "0.125", "0.7", "0.1"],  # the columns in view
+        cells=["/checkout", "/search", "shop", "20", "10", "500", "0.125", "0.7", "0.1"],  # the columns in view
     )
+    assert "None" not in grid_cells(page)  # /checkout reports no speculation: a dash on the canvas
+    headers = page.locator('[role="columnheader"]')
+    route_header = headers.filter(has_text="route").first
+    before = route_header.bounding_box()
+    page.locator('[data-testid="stDataFrame"]').first.hover()
+    page.mouse.wheel(2000, 0)  # scroll the table sideways: the pinned name and service stay in view
+    page.wait_for_timeout(500)
+    assert route_header.bounding_box() == before and "shop" in grid_cells(page)
     visit(page, f"{dashboard}/routes?window=1h&dim=tool&order=error+rate", "tools", cells=["web_search", "0.2", "250"])
+
+
+def selected_rows(page: Page) -> list[str]:
+    """Texts of the selected rows of the page's tables."""
+    return page.locator('[role="row"][aria-selected="true"]').all_inner_texts()
 
 
 def test_trace_explorer(page: Page, dashboard: str, known: ServerProcess) -> None:
@@ -163,11 +186,21 @@ def test_trace_explorer(page: Page, dashboard: str, known: ServerProcess) -> Non
         page,
         f"{dashboard}/traces?window=1h&sort=slowest",
         "traces",
-        texts=["Trace explorer", "1,190 ms", "invoke_agent checkout · shop"],
+        texts=["Trace explorer", "1,190 ms", "invoke_agent checkout · shop", "-200 ms"],
+        # the accessible grid holds the values (the canvas draws them formatted: 1,190 ms, a UTC time)
         cells=["1190", "inventory, payment", "990 ms", "600 ms", "50.4%"],
         charts=1,
     )
     assert page.locator(".js-plotly-plot").get_by_text("critical path").count() == 1
+    assert page.locator('[data-testid="stMetricDelta"] svg').count() == 1  # the saving's arrow ...
+    assert "-200 ms" in page.locator('[data-testid="stMetricDelta"]').inner_text()  # ... points down
+    slowest = known.get("/api/v1/traces", sort="slowest", window="1h").json()["traces"]
+    third = slowest[2]["trace_id"]
+    visit(page, f"{dashboard}/traces?window=1h&sort=slowest&trace={third}", "traces-linked",
+          texts=["1,170 ms"], cells=["1170"], charts=1)  # fmt: skip
+    # the linked trace (E2E 1,170 ms, the only one) is the selected row, though not the first of the list
+    wait_for(lambda: any("1170" in row for row in selected_rows(page)), timeout=20, interval=0.2)
+    assert len(selected_rows(page)) == 1
     *_, first = known.get("/api/v1/traces", route="/search", sort="recent").json()["traces"]
     visit(
         page,
@@ -256,3 +289,26 @@ def test_dashboard_command_help() -> None:
         assert option in result.stdout
     up = subprocess.run([AGENTLAT, "up", "--help"], capture_output=True, text=True, check=True, env=wide)
     assert "--dashboard-port" in up.stdout
+
+
+def test_no_request_leaves_the_machine(page: Page, dashboard: str) -> None:
+    """Every page works offline: each request the browser makes (documents, scripts, fonts, the favicon, API
+    calls) goes to the dashboard on the loopback."""
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    for path, texts in (
+        ("/?window=1h", ["Overview"]),
+        ("/routes?window=1h", ["Routes & models"]),
+        ("/traces?window=1h", ["Trace explorer"]),
+        ("/budgets?window=1h", ["Latency budgets"]),
+        ("/advisor?window=1h", ["Advisor"]),
+    ):
+        page.goto(f"{dashboard}{path}")
+        settle(page, texts=texts)
+    page.wait_for_timeout(1000)  # the favicon and late fonts
+    assert requested
+    outside = [u for u in requested if urlsplit(u).scheme not in ("data", "blob")
+               and urlsplit(u).hostname not in ("127.0.0.1", "localhost")]  # fmt: skip
+    assert outside == []
+    icon = page.locator("link[rel='shortcut icon']").get_attribute("href") or ""
+    assert urlsplit(icon).hostname in (None, "127.0.0.1", "localhost"), icon

@@ -30,9 +30,10 @@ from agentlat.api.windows import TimeRangeError
 from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import figures, fmt
 from agentlat.dashboard.budgets import LEVEL_COLOURS, NEUTRAL, BudgetBook, colour, level
+from agentlat.dashboard.page_advisor import evidence_table
 from agentlat.dashboard.page_budgets import records
 from agentlat.dashboard.page_routes import cell_styles, table
-from agentlat.dashboard.page_traces import what_if
+from agentlat.dashboard.page_traces import dispatch_what_if, what_if
 from agentlat.dashboard.state import Scope, describe_window, is_window, previous_window, step
 
 WINDOW = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"}
@@ -64,6 +65,12 @@ def test_ms(value: float | None, text: str) -> None:
 
 def test_share_and_change() -> None:
     assert (fmt.share(0.125), fmt.share(None)) == ("12.5%", "—")
+    # only nothing is 0.0% and only everything 100.0%: a part that is not zero never rounds away
+    assert [fmt.share(v) for v in (0.0, 0.0004, 0.0005, 0.9994, 0.9995, 0.99999, 1.0)] == [
+        "0.0%", "<0.1%", "0.1%", "99.9%", ">99.9%", ">99.9%", "100.0%",
+    ]  # fmt: skip
+    assert (fmt.saving(410.0), fmt.saving(None)) == ("-410 ms", "—")  # a decrease, read as a fall
+    assert fmt.utc_time("2025-01-02T13:45:07.123456789Z") == "2025-01-02 13:45:07 UTC"
     assert fmt.change(1095.0, 900.0) == "+195 ms (+21.7%)"
     assert fmt.change(80.0, 100.0) == "-20.0 ms (-20.0%)"  # ASCII minus: Streamlit reads it as a fall
     assert fmt.change(5.0, 0.0) == "+5.00 ms" and fmt.change(None, 1.0) is None
@@ -199,25 +206,40 @@ def stats(mean: float) -> dict[str, float | int]:
     return {"count": 10, "p50": mean, "p95": mean, "p99": mean, "mean": mean}
 
 
+def at(e2e: float, model: float, tool: float, traces: int = 2) -> dict[str, float | int]:
+    return {"traces": traces, "e2e": e2e, "model": model, "tool": tool, "orchestration": e2e - model - tool}
+
+
 BREAKDOWN = [
     BreakdownRow.model_validate(row)
     for row in (
         {"group": {"route": "/a"}, "e2e": stats(1000.0), "model": stats(600.0), "tool": stats(300.0),
-         "orchestration": stats(100.0), "traces": 10, "share": {"model": 0.6, "tool": 0.3, "orchestration": 0.1}},
+         "orchestration": stats(100.0), "traces": 10, "share": {"model": 0.6, "tool": 0.3, "orchestration": 0.1},
+         "at": {"p50": at(1000.0, 600.0, 300.0), "p95": at(3000.0, 600.0, 2399.5, 1),
+                "p99": at(9000.0, 600.0, 8399.0)}},
         {"group": {"route": "/b"}, "e2e": stats(200.0), "model": stats(200.0), "traces": 10,  # rollups without tools
-         "share": {"model": 1.0, "tool": 0.0, "orchestration": 0.0}},
+         "share": {"model": 1.0, "tool": 0.0, "orchestration": 0.0}},  # no split per percentile: the mean
     )
 ]  # fmt: skip
 
 
-def test_split_bars_stack_the_parts_per_route() -> None:
+def test_split_bars_stack_the_parts_of_the_p50_p95_p99_requests() -> None:
     fig = figures.split_bars(BREAKDOWN)
     bars = {t.name: t for t in fig.data}
     assert list(bars) == ["model", "tool", "orchestration"] and fig.layout.barmode == "stack"
-    assert bars["model"].y == ("/b", "/a")  # shortest first: the longest ends up on top
-    assert bars["model"].x == (200.0, 600.0) and bars["tool"].x == (0.0, 300.0)
-    assert bars["model"].text == ("200 ms (100.0%)", "600 ms (60.0%)") and bars["tool"].text[0] == ""
-    assert bars["tool"].marker.color == figures.COLOURS["tool"]
+    assert [list(level) for level in bars["model"].y] == [["/a", "/a", "/a", "/b"], ["p50", "p95", "p99", "mean"]]
+    assert fig.layout.yaxis.autorange == "reversed"  # the API's order (most requests first), p50 to p99, top down
+    assert bars["model"].x == (600.0, 600.0, 600.0, 200.0) and bars["tool"].x == (300.0, 2399.5, 8399.0, 0.0)
+    assert bars["orchestration"].x == (100.0, 0.5, 1.0, 0.0)
+    # shares never round a part away: 0.5 ms of 3 s is "<0.1%", not "0.0%", and no other part reads 100%
+    assert bars["orchestration"].text == ("100 ms · 10.0%", "0.50 ms · <0.1%", "1.00 ms · <0.1%", "")
+    assert bars["model"].text == ("600 ms · 60.0%", "600 ms · 20.0%", "600 ms · 6.7%", "200 ms · 100.0%")
+    assert bars["tool"].text[3] == "" and bars["tool"].marker.color == figures.COLOURS["tool"]
+    # labels never rotate nor shrink below a legible size: one that does not fit is hidden, and in the hover
+    assert {t.textangle for t in fig.data} == {0} and {t.textposition for t in fig.data} == {"inside"}
+    assert (fig.layout.uniformtext.minsize, fig.layout.uniformtext.mode) == (figures.MIN_TEXT, "hide")
+    assert bars["orchestration"].hovertext[1] == "/a · p95 request<br>orchestration: 0.50 ms (<0.1%) of 3,000 ms"
+    assert bars["tool"].hovertext[0] == "/a · p50 requests (mean of 2)<br>tool: 300 ms (30.0%) of 1,000 ms"
 
 
 def test_timeseries_lines_and_budget_lines() -> None:
@@ -295,10 +317,79 @@ def test_waterfall_figure_fades_spans_off_the_path() -> None:
     assert figures.tick_labels(["x" * 60])[0] == "x" * 47 + "…"
 
 
+def _streamed_event(call_id: str, name: str, ready_s: float) -> dict[str, Any]:
+    attributes = {"gen_ai.tool.call.id": call_id, "gen_ai.tool.name": name, "agentlat.tool_call.ready_at": str(ready_s)}
+    return {"name": "agentlat.tool_call", "time_ns": round(ready_s * 1e9), "attributes": attributes}
+
+
+def _dispatched(span_id: str, tool: str, call_id: str, ready_ms: int, delay_ms: float, **extra: Any) -> dict:
+    return {"span_id": span_id, "tool": tool, "call_id": call_id, "model_span_id": "m", "ready_ns": ready_ms * 10**6,
+            "delay_ms": delay_ms, "while_streaming": False, "on_critical_path": True, **extra}  # fmt: skip
+
+
+# The model call m (10-1010 ms) streams A (arguments complete 300 ms into it) and B (600 ms); tool c only gave
+# its own ready moment (900 ms since the trace started); a and b start after the message.
+PLANNER = TraceResponse.model_validate({
+    "trace_id": "t",
+    "analysis": analysis(
+        e2e_ms=2000.0,
+        dispatch_saving_ms=410.0,
+        dispatched=[_dispatched("a", "search", "A", 310, 710.0), _dispatched("b", "fetch", "B", 610, 410.0),
+                    _dispatched("c", "sql", "C", 900, 5.0, while_streaming=True)],
+        dispatch_groups=[{"model_span_id": "m", "span_ids": ["a", "b", "c"], "tools": ["search", "fetch", "sql"],
+                          "saving_ms": 410.0, "on_critical_path": True}],
+    ),
+    "spans": [
+        span("r", "", "invoke_agent planner", 0, 2000, "agent"),
+        {**span("m", "r", "chat m", 10, 1000, "model"),
+         "events": [_streamed_event("A", "search", 0.3), _streamed_event("B", "fetch", 0.6),
+                    {"name": "gen_ai.choice", "time_ns": 0, "attributes": {}}]},
+        span("a", "r", "execute_tool search", 1020, 400, "tool"),
+    ],
+    "events": [],
+})  # fmt: skip
+
+
+def test_waterfall_marks_where_streamed_tool_calls_were_ready() -> None:
+    data = figures.waterfall_data(PLANNER)
+    assert data.labels[2] == "  chat m"
+    assert [(m.row, m.at_ms) for m in data.marks] == [(2, 310.0), (2, 610.0), (2, 900.0)]
+    assert data.marks[0].hover == (
+        "search A: arguments complete at +300 ms into the call<br>tool started 710 ms later, after the message ended"
+    )
+    assert data.marks[2].hover == "sql C: arguments complete<br>tool started 5.00 ms later, while the model streamed"
+    fig = figures.waterfall(PLANNER)
+    [ticks] = [t for t in fig.data if t.name == "arguments complete"]
+    assert ticks.x == (310.0, 610.0, 900.0) and ticks.y == (2, 2, 2) and ticks.mode == "markers"
+    assert [t for t in figures.waterfall(TRACE).data if t.name == "arguments complete"] == []  # nothing streamed
+
+
+def test_dispatch_what_if_table() -> None:
+    assert dispatch_what_if(PLANNER.analysis).values.tolist() == [
+        ["search 710 ms, fetch 410 ms, sql 5.00 ms", "410 ms", "1,590 ms", "yes"]
+    ]
+    assert dispatch_what_if(TraceAnalysis.model_validate(analysis(e2e_ms=1.0))).empty
+
+
+def test_dispatch_finding_evidence() -> None:
+    evidence = {"streamed_tool_calls": 40, "dispatch_delay_p50_ms": 275.0, "dispatched_while_streaming": 0.25,
+                "traces_that_would_gain": 20, "mean_saving_ms": 150.0}  # fmt: skip
+    dispatch = finding("tool_dispatch", 150.0, evidence)
+    assert figures.evidence_values(dispatch) == [("median dispatch delay", 275.0), ("E2E saved per request", 150.0)]
+    assert evidence_table(dispatch).values.tolist() == [
+        ["streamed tool calls", "40"],
+        ["dispatch delay p50", "275 ms"],
+        ["dispatched while streaming", "25.0%"],
+        ["traces that would gain", "20"],
+        ["mean saving", "150 ms"],
+    ]
+
+
 def finding(kind: str, saving_ms: float, evidence: dict[str, Any], route: str = "/a", requests: int = 10) -> Finding:
     return Finding(kind=kind, route=route, title=kind, lever="change it", evidence=evidence,
                    saving_ms_per_request=saving_ms, requests=requests,
-                   total_saving_s=saving_ms * requests / 1000)  # fmt: skip
+                   total_saving_s=saving_ms * requests / 1000, applies_to=requests, applies_to_unit="requests",
+                   saving_basis=f"{saving_ms:.0f} ms per request, averaged over all {requests} requests")  # fmt: skip
 
 
 def test_budget_bars_and_evidence() -> None:
@@ -319,22 +410,33 @@ def test_budget_bars_and_evidence() -> None:
 DIMENSIONS = DimensionsResponse.model_validate({
     "dimension": "route", "unit": "ms", "source": "rollups", "window": WINDOW, "filters": {"service": "shop"},
     "metrics": ["e2e", "itl"],
+    "group_by": ["service"],
     "rows": [
-        {"name": "/checkout", "count": 20, "errors": 0, "error_rate": 0.0, "cache_hit_rate": 0.125,
+        {"service": "shop", "name": "/checkout", "count": 20, "errors": 0, "error_rate": 0.0, "cache_hit_rate": 0.125,
          "spec_acceptance": None, "metrics": {"e2e": {"count": 20, "p50": 1095.0, "p95": 1180.5, "p99": 1188.1},
+                                              "itl": {"count": 0, "p50": None, "p95": None, "p99": None}}},
+        {"service": "web", "name": "/checkout", "count": 5, "errors": 0, "error_rate": 0.0, "cache_hit_rate": None,
+         "spec_acceptance": None, "metrics": {"e2e": {"count": 5, "p50": 1095.0, "p95": 1180.5, "p99": 1188.1},
                                               "itl": {"count": 0, "p50": None, "p95": None, "p99": None}}},
     ],
 })  # fmt: skip
 
 
 def test_routes_table_and_budget_colours() -> None:
-    frame = table(DIMENSIONS, Scope("1h", "shop"))
+    frame = table(DIMENSIONS, Scope("1h"))
     # ITL has no samples and nothing reports speculation: no columns for them
-    columns = ["route", "requests", "cache hit", "error rate", "E2E p50", "E2E p95", "E2E p99", "traces"]
+    columns = ["route", "service", "requests", "cache hit", "error rate", "E2E p50", "E2E p95", "E2E p99", "traces"]
     assert list(frame.columns) == columns
+    # one route of two services: two rows, each opening its own service's traces
+    assert frame[["route", "service", "requests"]].values.tolist() == [
+        ["/checkout", "shop", 20],
+        ["/checkout", "web", 5],
+    ]
     assert frame.loc[0, "traces"] == "traces?window=1h&service=shop&route=%2Fcheckout&sort=slowest"
+    assert frame.loc[1, "traces"] == "traces?window=1h&service=web&route=%2Fcheckout&sort=slowest"
     styles = cell_styles(frame, DIMENSIONS, BudgetBook(BUDGETS))
     assert styles.loc[0, "E2E p50"] == f"color: {LEVEL_COLOURS['breach']}; font-weight: 600"
+    assert (styles.loc[1] == "").all()  # the budgets file is service shop's: web's row stays neutral
     assert styles.loc[0, "E2E p95"] == "" and styles.loc[0, "E2E p99"] == ""  # dropped budget, no budget
     assert (cell_styles(frame, DIMENSIONS, BudgetBook()) == "").all().all()  # no budgets: neutral
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,7 @@ def _close(value: float | None, rel: float) -> object:
         ({"dimension": "route", "source": "rollups", "role": "tool"}, "not kept in rollups"),
         ({"dimension": "route", "source": "sometimes"}, "source"),
         ({"dimension": "route", "window": "forever"}, "window='forever'"),
+        ({"dimension": "route", "group_by": "model"}, "group_by='model'"),
     ],
 )
 def test_errors(known: ServerProcess, params: dict, fragment: str) -> None:
@@ -139,5 +141,29 @@ def test_rollups_not_computed_yet(tmp_path: Path) -> None:
         exact = rows(server, "route", source="spans")["/checkout"]
         assert exact["count"] == 1 and exact["cache_hit_rate"] == 0.25
         assert exact["metrics"]["e2e"] == {"count": 1, "p50": 1000.0, "p95": 1000.0, "p99": 1000.0}
+    finally:
+        server.stop()
+
+
+def test_a_route_of_two_services_is_two_rows_with_group_by_service(tmp_path: Path) -> None:
+    """Without group_by a route's name merges every service serving it; with group_by=service each service has
+    its row, from the spans and from the rollups alike."""
+    server = ServerProcess(tmp_path, extra_env=FAST).start()
+    try:
+        base = time.time_ns() - 3 * 60_000 * MS
+        spans = [span for i in range(3) for span in checkout_trace(base + i * 2000 * MS, 1000.0, 100.0, 10.0, 250)]
+        spans += [replace(span, service="web") for span in checkout_trace(base, 2000.0, 300.0, 10.0, None)]
+        ingest(server, spans)
+        assert wait_for(lambda: rows(server, "route", source="rollups").get("/checkout", {}).get("count") == 4)
+        for source in ("spans", "rollups"):
+            body = server.get("/api/v1/dimensions", dimension="route", group_by="service", window="1h", source=source)
+            assert body.json()["group_by"] == ["service"]
+            found = {(r["service"], r["name"]): r for r in body.json()["rows"]}
+            assert list(found) == [("shop", "/checkout"), ("web", "/checkout")], source  # most requests first
+            assert found["shop", "/checkout"]["count"] == 3 and found["web", "/checkout"]["count"] == 1
+            assert found["web", "/checkout"]["metrics"]["e2e"]["p50"] == 2000.0
+            assert found["web", "/checkout"]["metrics"]["ttft"]["p99"] == 300.0
+        merged = server.get("/api/v1/dimensions", dimension="route", window="1h").json()
+        assert merged["group_by"] == [] and "service" not in merged["rows"][0]
     finally:
         server.stop()

@@ -82,6 +82,58 @@ def test_split_critical_path_and_what_if(fast: ServerProcess) -> None:
     assert sum(s["end_ns"] - s["start_ns"] for s in a["segments"]) == 1000 * MS
 
 
+def planner_trace(base: int, route: str, service: str = "dispatch-svc") -> list[SpanSpec]:
+    """The model call (0-1000 ms) streams tool calls A (arguments complete at 300 ms) and B (at 600 ms), as
+    the SDK records them; tools a 1010-1410 and b 1010-1210 start only after the message; model 1420-2000."""
+    trace_id, root = new_trace_id(), new_span_id()
+
+    def child(name: str, start: int, end: int, attrs: dict, events: list | None = None) -> SpanSpec:
+        return SpanSpec(name, trace_id=trace_id, parent_span_id=root, start_ns=base + start * MS,
+                        duration_ns=(end - start) * MS, service=service, attributes={"agentlat.route": route, **attrs},
+                        events=events or [])  # fmt: skip
+
+    def streamed(call_id: str, name: str, named: float, ready: float) -> tuple[str, int, dict]:
+        attrs = {"gen_ai.tool.call.id": call_id, "gen_ai.tool.name": name,
+                 "agentlat.tool_call.named_at": named, "agentlat.tool_call.ready_at": ready}  # fmt: skip
+        return ("agentlat.tool_call", base + round(ready * 1000) * MS, attrs)
+
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1"}
+    return [
+        SpanSpec("invoke_agent planner", trace_id=trace_id, span_id=root, start_ns=base, duration_ns=2000 * MS,
+                 service=service, attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner",
+                                              "agentlat.route": route}),
+        child("chat m1", 0, 1000, chat, [streamed("A", "a", 0.1, 0.3), streamed("B", "b", 0.4, 0.6)]),
+        child("execute_tool a", 1010, 1410, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "a",
+                                             "gen_ai.tool.call.id": "A"}),
+        child("execute_tool b", 1010, 1210, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "b",
+                                             "gen_ai.tool.call.id": "B"}),
+        child("chat m1", 1420, 2000, chat),
+    ]  # fmt: skip
+
+
+def test_streamed_tool_calls_dispatch_delays_and_what_if(fast: ServerProcess) -> None:
+    spans = planner_trace(time.time_ns() - 120 * 1000 * MS, "/planner")
+    ingest(fast, spans)
+    a = analysis(fast, spans[0].trace_id)
+    model, tool_a, tool_b = (s.span_id for s in spans[1:4])
+    # started when ready, a would run 300-700 and b 600-800: both done as the message ends, 410 ms sooner
+    assert (a["dispatch_saving_ms"], a["dispatch_delays_ms"], a["dispatch_streamed_calls"]) == (
+        410.0,
+        [710.0, 410.0],
+        0,
+    )
+    base = spans[0].start_ns
+    assert a["dispatched"] == [
+        {"span_id": tool_a, "tool": "a", "call_id": "A", "model_span_id": model, "ready_ns": base + 300 * MS,
+         "delay_ms": 710.0, "while_streaming": False, "on_critical_path": True},
+        {"span_id": tool_b, "tool": "b", "call_id": "B", "model_span_id": model, "ready_ns": base + 600 * MS,
+         "delay_ms": 410.0, "while_streaming": False, "on_critical_path": False},
+    ]  # fmt: skip
+    assert a["dispatch_groups"] == [{"model_span_id": model, "span_ids": [tool_a, tool_b], "tools": ["a", "b"],
+                                     "saving_ms": 410.0, "on_critical_path": True}]  # fmt: skip
+    assert (a["parallel_saving_ms"], a["e2e_ms"]) == (0.0, 2000.0)  # the tools overlap: nothing to parallelise
+
+
 def test_late_span_re_analyses(fast: ServerProcess) -> None:
     spans = agent_trace(time.time_ns() - 120 * 1000 * MS, "/late")
     ingest(fast, spans[:3])

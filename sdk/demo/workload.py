@@ -1,41 +1,70 @@
 """A realistic agent workload for ``agentlat demo``: real openai and anthropic clients,
 instrumented by the SDK, against the local fake model server.
 
-One process per service (each has its own ``service.name``), running five agent types:
+One process per service (each has its own ``service.name``), running six agent types:
 
-- chat assistant (``/chat``, TTFT-bound, short streamed answers);
+- chat assistant (``/chat``, TTFT-bound, short streamed answers); most of its prompts put the
+  current time *before* the stable system prompt, so they miss the prompt cache (hit rate about
+  20-30 %, the advisor's prompt-cache lever);
 - reasoning/code (``/code``, long outputs, half of them with speculative decoding);
 - tool agent (``/tools``, serial or parallel tool calls, streamed tool calls, speculative
-  prefetch hits and misses);
-- long-context RAG (``/rag``, 20k-token prompts; prompt-cache hits answer much sooner);
+  prefetch hits and misses); 70 % of its runs call two independent tools one after the other
+  (the parallel-tools what-if and lever);
+- planner (``/tools-eager`` and ``/tools-wait``): a model streams two tool calls and the agent
+  parses the stream itself (the manual ModelCall API, ``call.tool_call_ready``); on
+  ``/tools-eager`` each tool starts the moment its call's arguments are complete, on
+  ``/tools-wait`` only once the message has ended, so the dispatch what-if and the advisor's
+  "dispatch tool calls as they stream" lever show on the second;
+- long-context RAG (``/rag``, 20k-token prompts over a stable handbook, so prompt-cache hits
+  answer much sooner); its vector and keyword searches run one after the other though
+  independent;
 - multimodal (``/vision``, the Responses API with a slower first token).
 
+**Orchestration.** Between their model and tool calls, inside the agent span, agents do their own
+work: building prompts, parsing tool arguments, post-processing retrieved passages, guardrail and
+citation checks. Each step is a sleep of the time such work takes (drawn per agent, so the
+orchestration share of E2E differs by route: about 6 % on ``/chat``, 8 % on ``/vision``, 12 % on
+``/code``, 15-20 % on ``/rag`` and 20 % on ``/tools``; the planner adds none of its own).
+
+**Prompt cache.** The fake server reports the cached tokens it is told to, so the workload plays
+the provider's cache (``PromptCache``): a prompt's stable prefix is read from cache once the same
+prefix has been sent before. Every agent but the chat assistant keeps its prefix stable and hits
+on 80 % or more of its input tokens.
+
 Timings are drawn from seeded lognormal distributions and sent to the fake server as
-``x-fake-*`` headers, so TTFT and ITL in the spans are the ones the server produced.
+``x-fake-*`` headers, so TTFT and ITL in the spans are the ones the server produced. Each run draws
+from a generator of its own, seeded from the service's seed in the order runs are scheduled, so a
+seed gives the same runs however the threads interleave.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import math
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 import httpx
 
 import agentlat
 
 SERVICES = {
-    "support-bot": ("chat", "rag", "tools"),
-    "code-assistant": ("code", "chat", "tools"),
-    "research-agent": ("rag", "vision", "tools", "code"),
+    "support-bot": ("chat", "rag", "tools", "planner"),
+    "code-assistant": ("code", "chat", "tools", "planner"),
+    "research-agent": ("rag", "vision", "tools", "code", "planner"),
 }
 STABLE_SYSTEM_PROMPT = "You are a careful assistant. Answer with sources. " * 40
+SYSTEM_TOKENS = 3072  # the system prompt and tool definitions, as the fake server counts them
+HANDBOOK_TOKENS = 20_000  # the RAG agent's stable long context
+REPOSITORY_MAP, HANDBOOK, VISION_INSTRUCTIONS = "repository map", "handbook", "describe instructions"  # stand-ins
+PREFILL_MS_PER_TOKEN = 0.05  # the TTFT a cached prompt token saves (prefill at 20k tokens/s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,21 +96,70 @@ def lognormal(rng: random.Random, median: float, spread: float = 0.35) -> float:
     return median * math.exp(rng.gauss(0, spread))
 
 
+class PromptCache:
+    """The provider's prompt cache, played by the workload: a prompt's prefix is read from cache when the
+    same prefix was sent before. It starts warm with ``warm`` (the agents have been running for a while), so
+    a short run shows the hit rates of a long one; of other prefixes it keeps the latest ``size``."""
+
+    def __init__(self, warm: tuple[str, ...] = (), size: int = 1024) -> None:
+        self._warm = frozenset(warm)
+        self._seen: dict[str, None] = {}  # insertion-ordered: the oldest is evicted first
+        self._size = size
+        self._lock = threading.Lock()
+
+    def apply(self, fake: Fake, prefix: str, prefix_tokens: int) -> Fake:
+        """``fake`` sent with a prompt that starts with ``prefix`` (``prefix_tokens`` of its input): on a hit
+        those tokens are cached and the first token comes sooner."""
+        with self._lock:
+            hit = prefix in self._warm or prefix in self._seen
+            if not hit:
+                self._seen[prefix] = None
+                if len(self._seen) > self._size:
+                    del self._seen[next(iter(self._seen))]
+        if not hit:
+            return fake
+        cached = min(prefix_tokens, fake.input_tokens)
+        return replace(
+            fake, ttft_ms=max(fake.ttft_ms / 4, fake.ttft_ms - cached * PREFILL_MS_PER_TOKEN), cached_tokens=cached
+        )
+
+
 class Agents:
-    """The five agent types, each one run of an agent as a method."""
+    """The six agent types, each one run of an agent as a method."""
 
     def __init__(self, fake_url: str, rng: random.Random) -> None:
         import anthropic
         import openai
 
-        self.rng = rng
+        self._rng = rng
+        self._run = threading.local()
+        self.cache = PromptCache(warm=(STABLE_SYSTEM_PROMPT, REPOSITORY_MAP, HANDBOOK, VISION_INSTRUCTIONS))
         self.openai = openai.OpenAI(base_url=f"{fake_url}/v1", api_key="demo", max_retries=0)
         self.async_openai = openai.AsyncOpenAI(base_url=f"{fake_url}/v1", api_key="demo", max_retries=0)
         self.anthropic = anthropic.Anthropic(base_url=fake_url, api_key="demo", max_retries=0)
         self.http = httpx.Client(base_url=fake_url, timeout=60)
-        self._cache_warm = False
 
-    def _chat(self, model: str, fake: Fake, *, tools: bool = False) -> object:
+    @property
+    def rng(self) -> random.Random:
+        """The generator of the run this thread is doing (see ``run``), else the service's."""
+        return getattr(self._run, "rng", None) or self._rng
+
+    def run(self, kind: str, seed: int) -> None:
+        """One run of agent ``kind``, its draws from ``random.Random(seed)``."""
+        self._run.rng = random.Random(seed)
+        try:
+            getattr(self, kind)()
+        finally:
+            self._run.rng = None
+
+    def _step(self, median_s: float, spread: float = 0.3) -> None:
+        """Orchestration: the agent's own work between model and tool calls (the caller names it), taking
+        the time such work takes in production agents."""
+        time.sleep(lognormal(self.rng, median_s, spread))
+
+    def _chat(self, model: str, fake: Fake, *, tools: bool = False, system: str = STABLE_SYSTEM_PROMPT) -> object:
+        """A streamed Chat Completions call; ``system`` is looked up in the prompt cache (``SYSTEM_TOKENS``)."""
+        fake = self.cache.apply(replace(fake, input_tokens=SYSTEM_TOKENS + fake.input_tokens), system, SYSTEM_TOKENS)
         kwargs = {}
         if tools:
             kwargs["tools"] = [
@@ -90,7 +168,7 @@ class Agents:
             ]
         stream = self.openai.chat.completions.create(
             model=model,
-            messages=[{"role": "system", "content": STABLE_SYSTEM_PROMPT}, {"role": "user", "content": "hi"}],
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
             stream=True,
             stream_options={"include_usage": True},
             extra_headers=fake.headers(),
@@ -99,47 +177,61 @@ class Agents:
         return [chunk for chunk in stream]
 
     def chat(self) -> None:
+        """Most runs put the current time before the system prompt: a new prefix each time, a cache miss."""
         with agentlat.agent("assistant", route="/chat"):
-            fake = Fake(lognormal(self.rng, 450), lognormal(self.rng, 22, 0.2), self.rng.randint(20, 80))
-            self._chat(self.rng.choice(["gpt-4o-mini", "gpt-4o"]), fake)
+            system = STABLE_SYSTEM_PROMPT
+            if self.rng.random() < 0.7:
+                system = f"Current time: {datetime.now(UTC).isoformat()}.\n{system}"
+            self._step(0.04)  # input guardrail: PII and jailbreak patterns over the user's message
+            fake = Fake(lognormal(self.rng, 450), lognormal(self.rng, 22, 0.2), self.rng.randint(20, 80), 200)
+            self._chat(self.rng.choice(["gpt-4o-mini", "gpt-4o"]), fake, system=system)
+            self._step(0.05)  # output moderation and markdown clean-up
 
     def code(self) -> None:
         """A self-hosted code model behind a plain HTTP client: the manual ModelCall API."""
         speculative = self.rng.random() < 0.5
         with agentlat.agent("coder", route="/code"):
+            self._step(0.15)  # build the prompt: the open files, the repository map, token counting
             itl = lognormal(self.rng, 9 if speculative else 16, 0.2)
             chunks = self.rng.randint(150, 320)
-            fake = Fake(lognormal(self.rng, 900), itl, chunks, input_tokens=1800)
+            fake = Fake(lognormal(self.rng, 900), itl, chunks, input_tokens=4000)
+            fake = self.cache.apply(fake, REPOSITORY_MAP, 3400)
             body = {"model": "qwen-coder-32b", "stream": True, "messages": [{"role": "user", "content": "refactor"}]}
             with agentlat.model_call("qwen-coder-32b", provider="vllm", stream=True) as call:
                 with self.http.stream("POST", "/v1/chat/completions", json=body, headers=fake.headers()) as answer:
                     for line in answer.iter_lines():
                         if _has_content(line):
                             call.chunk(tokens=3)
-                call.usage(input_tokens=1800, output_tokens=chunks * 3)
+                call.usage(
+                    input_tokens=fake.input_tokens, output_tokens=chunks * 3, cache_read_tokens=fake.cached_tokens
+                )
                 if speculative:
                     proposed = chunks * 4
                     call.speculative(proposed=proposed, accepted=int(proposed * self.rng.uniform(0.55, 0.8)))
+            self._step(0.3)  # parse the diff, apply it to a scratch tree, run the formatter and linter
 
     def tools(self) -> None:
         with agentlat.agent("researcher", route="/tools"):
-            plan = Fake(lognormal(self.rng, 350), 15, 6, tool_calls=("search", "fetch_page"))
+            self._step(0.05)  # build the prompt: conversation history, tool schemas
+            plan = Fake(lognormal(self.rng, 350), 15, 6, 200, tool_calls=("search", "fetch_page"))
             self._chat("gpt-4o", plan, tools=True)
-            ready = time.time_ns()  # the streamed tool call's arguments were complete
-            time.sleep(lognormal(self.rng, 0.02))  # orchestration before the first tool starts
-            if self.rng.random() < 0.5:
-                self._serial_tools(ready)
+            self._step(0.06)  # parse and validate the tool calls' JSON arguments
+            if self.rng.random() < 0.7:
+                self._serial_tools()
             else:
                 asyncio.run(self._parallel_tools())
             self._prefetch()
-            self._chat("gpt-4o", Fake(lognormal(self.rng, 300), 18, self.rng.randint(15, 40)))
+            self._step(0.2)  # fold the tool results into the prompt: dedupe, truncate to the token budget
+            self._chat("gpt-4o", Fake(lognormal(self.rng, 300), 18, self.rng.randint(15, 40), 600))
+            self._step(0.06)  # validate the answer against the output schema
 
     def _tool(self, name: str, call_id: str, seconds: float, **kwargs: object) -> None:
         with agentlat.tool(name, call_id=call_id, **kwargs):
             time.sleep(seconds)
 
-    def _serial_tools(self, args_ready_ns: int) -> None:
-        self._tool("search", "c1", lognormal(self.rng, 0.25), args_ready_ns=args_ready_ns)
+    def _serial_tools(self) -> None:
+        self._tool("search", "c1", lognormal(self.rng, 0.25))
+        self._step(0.04)  # post-process the search hits
         self._tool("fetch_page", "c2", lognormal(self.rng, 0.35))  # independent of search: could run in parallel
         if self.rng.random() < 0.5:
             self._tool("summarise", "c3", lognormal(self.rng, 0.1), depends_on=["c2"])
@@ -151,6 +243,55 @@ class Agents:
 
         await asyncio.gather(tool("search", "c1", lognormal(self.rng, 0.25)), tool("fetch_page", "c2", 0.3))
 
+    def planner(self) -> None:
+        """Two streamed tool calls, started as their arguments complete (``/tools-eager``) or after the
+        message (``/tools-wait``); the tools run beside the model call, in the agent's context."""
+        eager = self.rng.random() < 0.5
+        with agentlat.agent("planner", route="/tools-eager" if eager else "/tools-wait"):
+            agent_context = contextvars.copy_context()
+            fake = Fake(lognormal(self.rng, 300), 40, 12, tool_calls=("search", "fetch_page"))
+            seconds = {"search": lognormal(self.rng, 0.3, 0.2), "fetch_page": lognormal(self.rng, 0.12, 0.2)}
+            running: list[threading.Thread] = []
+            waiting: list[tuple[str, str]] = []
+            with agentlat.model_call("gpt-4o", provider="openai", stream=True) as call:
+                for call_id, name in self._streamed_tool_calls(call, fake):
+                    call.tool_call_ready(call_id, name)
+                    if eager:
+                        running.append(_in_thread(agent_context, self._tool, name, call_id, seconds[name]))
+                    else:
+                        waiting.append((call_id, name))
+            if waiting:
+                time.sleep(lognormal(self.rng, 0.02))  # orchestration: read the whole message, then dispatch
+                running = [_in_thread(agent_context, self._tool, n, c, seconds[n]) for c, n in waiting]
+            for thread in running:
+                thread.join()
+            self._chat("gpt-4o", Fake(lognormal(self.rng, 300), 18, self.rng.randint(15, 40)))
+
+    def _streamed_tool_calls(self, call: agentlat.ModelCall, fake: Fake) -> Iterator[tuple[str, str]]:
+        """Stream a Chat Completions answer over plain HTTP, feeding ``call``; yield (call id, tool name) of each
+        tool call the moment its arguments are complete JSON."""
+        tools = [
+            {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in fake.tool_calls
+        ]
+        body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "plan"}], "tools": tools}
+        calls: dict[int, list[str]] = {}  # index -> [id, name, arguments so far]
+        with self.http.stream("POST", "/v1/chat/completions", json=body, headers=fake.headers()) as answer:
+            for line in answer.iter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                delta = (json.loads(line[6:]).get("choices") or [{}])[0].get("delta") or {}
+                if delta.get("content"):
+                    call.chunk()
+                for part in delta.get("tool_calls") or ():
+                    call.chunk()
+                    k, function = part["index"], part.get("function") or {}
+                    if k not in calls:
+                        calls[k] = [part.get("id") or f"#{k}", function.get("name") or "", ""]
+                        call.tool_call_named(calls[k][0], calls[k][1], index=k)
+                    calls[k][2] += function.get("arguments") or ""
+                    if function.get("arguments") and _complete_json(calls[k][2]):
+                        yield calls[k][0], calls[k][1]
+
     def _prefetch(self) -> None:
         with agentlat.prefetch("weather", call_id="p1") as guess:
             time.sleep(lognormal(self.rng, 0.08))
@@ -160,15 +301,14 @@ class Agents:
                 guess.miss()
 
     def rag(self) -> None:
-        hit = self._cache_warm and self.rng.random() < 0.7
-        self._cache_warm = True
-        tokens = self.rng.randint(18_000, 26_000)
-        fake = Fake(
-            lognormal(self.rng, 350 if hit else 1900), lognormal(self.rng, 20, 0.2), self.rng.randint(30, 90),
-            input_tokens=tokens, cached_tokens=int(tokens * 0.9) if hit else 0,
-        )  # fmt: skip
+        """The handbook (stable, first) is cached after the first run; the retrieved passages follow it."""
         with agentlat.agent("rag", route="/rag"):
-            self._tool("retrieve", "r1", lognormal(self.rng, 0.12))
+            self._tool("vector_search", "r1", lognormal(self.rng, 0.12))
+            self._tool("keyword_search", "r2", lognormal(self.rng, 0.09))  # independent of the vector search
+            self._step(0.4)  # rerank, dedupe and trim the passages, assemble the prompt
+            tokens = HANDBOOK_TOKENS + self.rng.randint(500, 4_000)
+            fake = Fake(lognormal(self.rng, 1900), lognormal(self.rng, 20, 0.2), self.rng.randint(30, 90), tokens)
+            fake = self.cache.apply(fake, HANDBOOK, HANDBOOK_TOKENS)
             stream = self.anthropic.messages.create(
                 model="claude-sonnet-4", max_tokens=512, stream=True,
                 system=STABLE_SYSTEM_PROMPT, messages=[{"role": "user", "content": "question over documents"}],
@@ -176,15 +316,33 @@ class Agents:
             )  # fmt: skip
             for _ in stream:
                 pass
+            self._step(0.15)  # check each citation against the passages
 
     def vision(self) -> None:
         with agentlat.agent("describer", route="/vision"):
-            fake = Fake(lognormal(self.rng, 1400), lognormal(self.rng, 25, 0.2), self.rng.randint(20, 60), 2500)
+            self._step(0.2)  # decode, resize and re-encode the image
+            fake = Fake(lognormal(self.rng, 1400), lognormal(self.rng, 25, 0.2), self.rng.randint(20, 60), 3400)
+            fake = self.cache.apply(fake, VISION_INSTRUCTIONS, SYSTEM_TOKENS)
             stream = self.openai.responses.create(
                 model="gpt-4o", input="describe the attached image", stream=True, extra_headers=fake.headers()
             )
             for _ in stream:
                 pass
+
+
+def _in_thread(context: contextvars.Context, run: Callable[..., None], *args: object) -> threading.Thread:
+    """``run(*args)`` in a thread of its own, in a copy of ``context`` (so its spans have that parent)."""
+    thread = threading.Thread(target=context.copy().run, args=(run, *args), daemon=True)
+    thread.start()
+    return thread
+
+
+def _complete_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _has_content(sse_line: str) -> bool:
@@ -207,10 +365,10 @@ def run_service(
     done = 0
     lock = threading.Lock()
 
-    def one(kind: str) -> None:
+    def one(kind: str, seed: int) -> None:
         nonlocal done
         try:
-            getattr(agents, kind)()
+            agents.run(kind, seed)
         except Exception as exc:  # a failed demo run is shown, not fatal
             print(f"demo: {service} {kind} failed: {exc}", flush=True)
         with lock:
@@ -221,7 +379,7 @@ def run_service(
     with ThreadPoolExecutor(max_workers=32) as pool:
         next_at = time.monotonic()
         while time.monotonic() < deadline:
-            pool.submit(one, rng.choice(kinds))
+            pool.submit(one, rng.choice(kinds), rng.getrandbits(64))
             next_at += rng.expovariate(rate)
             time.sleep(max(0.0, next_at - time.monotonic()))
     agentlat.shutdown()

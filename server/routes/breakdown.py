@@ -1,4 +1,5 @@
-"""``GET /api/v1/breakdown``: the E2E split into model, tool and orchestration time, from the rollups."""
+"""``GET /api/v1/breakdown``: the E2E split into model, tool and orchestration time, from the rollups, and
+the split of the requests at p50, p95 and p99 from the analysed traces."""
 
 from typing import Any
 
@@ -15,6 +16,7 @@ from agentlat.server.routes.deps import (
     rollup_stats,
     window_of,
 )
+from agentlat.store import TRACE_DIMENSIONS
 
 router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
 
@@ -47,6 +49,11 @@ async def breakdown(store: StoreDep, where: Filter, dims: RollupGroupBy) -> dict
         entry = groups.setdefault(key, {"group": dict(zip(dims, key, strict=True))})
         part = next(name for name, metric in SPLIT.items() if metric == row["metric"])
         entry[part] = rollup_stats(row)
+    if set(dims) | set(where.equals) <= set(TRACE_DIMENSIONS):  # the split at p50/p95/p99 needs trace rows
+        tails = await run_in_threadpool(store.tail_split, dims, where)
+        for key, entry in groups.items():
+            if key in tails:
+                entry["at"] = tails[key]
     rows = [_with_shares(entry) for entry in groups.values() if "e2e" in entry]
     rows.sort(key=lambda r: -r["traces"])
     return {"window": window_of(where), "filters": where.equals, "group_by": dims, "unit": "ms", "rows": rows}

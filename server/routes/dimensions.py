@@ -24,6 +24,7 @@ def _rows(found: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any
             stats[m] = {"count": count, "p50": p50, "p95": p95, "p99": p99}
         rows.append(
             {
+                **({"service": row["service"]} if "service" in row else {}),
                 "name": row["name"],
                 "count": row["count"],
                 "errors": row["errors"],
@@ -40,20 +41,27 @@ def _rows(found: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any
     "/dimensions",
     summary="per route, agent, model or tool: percentiles, cache hits, speculation, errors",
     response_model=DimensionsResponse,
+    response_model_exclude_unset=True,  # a row's service only with group_by=service
 )
 async def dimensions(
     store: StoreDep,
     where: Filter,
     rule: Annotated[SourceRule, source("where percentiles come from, as for /percentiles")],
     dimension: Annotated[str, Query(description=f"one of {list(DIMENSION_METRICS)}")] = "route",
+    group_by: Annotated[
+        str, Query(description="'service': one row per service and value (a route two services serve is two rows)")
+    ] = "",
 ) -> dict[str, Any]:
     if dimension not in DIMENSION_METRICS:
         raise HTTPException(400, f"dimension={dimension!r}: choose from {list(DIMENSION_METRICS)}")
-    metrics = list(DIMENSION_METRICS[dimension])
-    use_rollups = all(rule.rollups(m, [dimension]) for m in metrics)
-    found = await run_in_threadpool(store.dimension_summary, dimension, where, use_rollups)
+    if group_by not in ("", "service"):
+        raise HTTPException(400, f"group_by={group_by!r}: give 'service' or nothing")
+    metrics, keys = list(DIMENSION_METRICS[dimension]), ["service"] if group_by else []
+    use_rollups = all(rule.rollups(m, [*keys, dimension]) for m in metrics)
+    found = await run_in_threadpool(store.dimension_summary, dimension, where, use_rollups, bool(keys))
     return {
         "dimension": dimension,
+        "group_by": keys,
         "unit": "ms",
         "source": SourceRule.name(use_rollups),
         "window": window_of(where),

@@ -72,6 +72,8 @@ def _analysis(row: dict[str, Any]) -> dict[str, Any]:
         for sid, start, end, cat, phase in details.get("segments", [])
     ]
     out["parallelisable"] = details.get("parallelisable", [])
+    out["dispatched"] = details.get("dispatched", [])
+    out["dispatch_groups"] = details.get("dispatch_groups", [])
     return out
 
 
