@@ -88,7 +88,7 @@ def agent_trace(base: int, route: str, service: str) -> list[SpanSpec]:
 
 
 def test_migrations_are_applied_on_the_server(ch_server: ServerProcess) -> None:
-    assert "store      ClickHouse server" in ch_server.log()
+    wait_for(lambda: "store      ClickHouse server" in ch_server.log(), timeout=15)  # the banner, once it answers
     client = clickhouse_connect.get_client(dsn=database_url(ch_server), autogenerate_session_id=False)
     try:
         versions = client.query("SELECT Version FROM agentlat_migrations ORDER BY Version").result_columns[0]

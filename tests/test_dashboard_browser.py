@@ -259,7 +259,8 @@ def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
     try:
         wait_for(lambda: answers(f"http://127.0.0.1:{api_port}/readyz"), timeout=60, interval=0.2)
         wait_for(lambda: answers(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=60, interval=0.2)
-        assert f"dashboard on http://127.0.0.1:{ui_port}" in log_path.read_text()
+        # the banner follows once both answer
+        wait_for(lambda: f"dashboard on http://127.0.0.1:{ui_port}" in log_path.read_text(), timeout=15)
         wait_for(lambda: demo_spans_stored(api_port), timeout=90, interval=0.5)  # the demo's workers are running
     finally:
         process.send_signal(signal.SIGINT)
