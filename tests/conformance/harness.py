@@ -32,6 +32,10 @@ CASES = Path(__file__).resolve().parent / "cases"
 SCENARIO = Scenario(ttft_ms=300, itl_ms=20, chunks=8, input_tokens=1000, cached_tokens=800, tool_calls=(TOOL,))
 TTFT_TOLERANCE_MS = 3.0
 SPLIT_TOLERANCE_MS = 5.0
+# A model-call span ends once the library has handled the stream's last chunk: pydantic-ai's streamed
+# agent spends 5-9 ms of CPU there on this 2-core host. A span that does not cover its stream ends
+# hundreds of ms off, so this bound still catches it.
+TAIL_TOLERANCE_MS = 10.0
 ATTEMPTS = 3
 
 
@@ -169,7 +173,7 @@ def truth_of_model_time(run: CaseRun) -> list[tuple[dict[str, Any], Received, in
         ends = [max(end, stream) for end, stream in zip(ends, streams, strict=True)]
     for span, request, end in zip(calls, run.requests, ends, strict=True):
         tail_ms = (end - request.finished_ns[0]) / 1e6
-        assert tail_ms <= SPLIT_TOLERANCE_MS, f"{span['name']} ends {tail_ms:.2f} ms after the model's last byte"
+        assert tail_ms <= TAIL_TOLERANCE_MS, f"{span['name']} ends {tail_ms:.2f} ms after the model's last byte"
     return [
         (s, r, max(r.finished_ns[0], end) - s["start_ns"]) for s, r, end in zip(calls, run.requests, ends, strict=True)
     ]
