@@ -178,6 +178,28 @@ class TimeseriesResponse(Answer):
     series: list[Series]
 
 
+class HeatmapBucket(Answer):
+    lower_ms: float = Field(description="the bucket holds values from lower_ms ...")
+    upper_ms: float | None = Field(description="... up to (not including) upper_ms; null for the last, unbounded one")
+
+
+class HeatmapColumn(Answer):
+    t: str = Field(description="the interval's start, ISO-8601")
+    count: int
+    exact: bool = Field(description="true when the rollups held every value; else a t-digest estimate")
+    counts: list[int] = Field(description="values per bucket, in the order of buckets; they add up to count")
+
+
+class HeatmapResponse(Answer):
+    metric: str
+    unit: Unit
+    step_seconds: int
+    window: Window
+    filters: dict[str, str]
+    buckets: list[HeatmapBucket] = Field(description="latency buckets, the lowest to the highest holding a value")
+    columns: list[HeatmapColumn] = Field(description="the intervals holding a value, oldest first")
+
+
 # --- /dimensions, /advice --------------------------------------------------------------
 class DimensionRow(Answer):
     service: str | None = Field(None, description="the service (with group_by=service only)")
@@ -643,6 +665,7 @@ ANSWERS: dict[str, type[Answer]] = {
     "GET /api/v1/breakdown": BreakdownResponse,
     "GET /api/v1/groups": GroupsResponse,
     "GET /api/v1/timeseries": TimeseriesResponse,
+    "GET /api/v1/heatmap": HeatmapResponse,
     "GET /api/v1/dimensions": DimensionsResponse,
     "GET /api/v1/advice": AdviceResponse,
     "GET /api/v1/traces": TracesResponse,

@@ -30,8 +30,8 @@ Batches = list[dict[str, Call]]
 
 def overview(scope: Scope, api: ApiClient) -> Batches:
     calls = page_overview.calls(scope, int(time.time()))
-    series = calls.pop("series")
-    return [calls, {"series": series}]
+    over_time = {key: calls.pop(key) for key in ("series", "heatmap")}
+    return [calls, over_time]
 
 
 def traces(scope: Scope, api: ApiClient) -> Batches:

@@ -137,7 +137,7 @@ def up(
     def bring_up() -> None:
         settings = Settings.from_env(port=port, data_dir=data)
         api = f"http://127.0.0.1:{settings.port}"
-        logs = settings.data_dir.parent
+        logs = settings.data_dir.parent.resolve()
         demo = background_demo(api, demo_rate, logs / "demo.log") if demo_rate > 0 else contextlib.nullcontext()
         rules = alerts or demo_file("alerts.yaml")
         files = budgets or demo_file("budgets.yaml")

@@ -11,15 +11,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from agentlat import semconv as sc
 from agentlat.api.models import (
     BreakdownRow,
     DispatchedCall,
     Finding,
+    HeatmapResponse,
     MeanStats,
     Span,
     TimeseriesPoint,
@@ -138,24 +141,82 @@ def _mean(stats: MeanStats | None) -> float:
     return (stats.mean if stats else None) or 0.0
 
 
-def timeseries(
+def _instant(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def _iso(instant: datetime) -> str:
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+RANGE_TO = " to "
+HEATMAP_ROW_PX = 22  # height of one latency bucket's row
+HEATMAP_COLOURS = [[0.0, "#fdd49e"], [0.5, "#e34a33"], [1.0, "#7f0000"]]  # one request still shows on white
+
+
+def bucket_label(lower_ms: float, upper_ms: float | None) -> str:
+    return f"≥ {fmt.ms(lower_ms)}" if upper_ms is None else f"{fmt.ms(lower_ms)}{RANGE_TO}{fmt.ms(upper_ms)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """A filled cell of the heatmap: the interval ``[start, end)`` (ISO-8601), its bucket row and its count."""
+
+    start: str
+    end: str
+    row: int
+    count: int
+    exact: bool
+
+
+def heatmap_cells(body: HeatmapResponse) -> list[Cell]:
+    step = timedelta(seconds=body.step_seconds)
+    return [
+        Cell(column.t, _iso(_instant(column.t) + step), row, n, column.exact)
+        for column in body.columns
+        for row, n in enumerate(column.counts)
+        if n
+    ]
+
+
+def _intervals(window: tuple[str, str], step: timedelta) -> list[datetime]:
+    """The starts of the intervals of ``step`` (aligned as the API aligns them) that overlap ``window``."""
+    first, end = _instant(window[0]), _instant(window[1])
+    first -= timedelta(seconds=first.timestamp() % step.total_seconds())
+    return [first + i * step for i in range(-(-(end - first) // step))]
+
+
+def over_time(
     points: Sequence[TimeseriesPoint],
     metric: str,
+    window: tuple[str, str],
+    step_seconds: int,
     budgets: dict[str, float] | None = None,
-    window: tuple[str, str] | None = None,
+    distribution: HeatmapResponse | None = None,
 ) -> go.Figure:
-    """p50/p95/p99 per interval (``/timeseries`` points) over the whole ``window`` (start, end),
-    with budgets (percentile -> ms) as dashed lines."""
-    fig = go.Figure()
-    times = [p.t for p in points]
+    """Above, p50/p95/p99 per interval (``/timeseries`` points, at the middle of their intervals) with budgets
+    (percentile -> ms) as dashed lines; below, on the same time axis, how many values fell in each latency
+    bucket (rows) per interval (``/heatmap``), as colour. Each point, and an invisible marker on each filled
+    cell (Streamlit hears selections, which a heatmap trace does not make), carries its interval (start, end)
+    for a click to open."""
+    step = timedelta(seconds=step_seconds)
+    cells = heatmap_cells(distribution) if distribution else []
+    rows = len(distribution.buckets) if cells and distribution else 0
+    heights = [320, 40 + HEATMAP_ROW_PX * rows] if rows else [320]
+    fig = make_subplots(rows=len(heights), shared_xaxes=True, row_heights=heights, vertical_spacing=70 / sum(heights))
+    centres = [_instant(p.t) + step / 2 for p in points]
+    intervals = [[p.t, _iso(_instant(p.t) + step)] for p in points]
     for name in ("p50", "p95", "p99"):
         fig.add_scatter(
             name=name,
-            x=times,
+            x=centres,
             y=[getattr(p, name) for p in points],
             mode="lines+markers",
             line={"color": PERCENTILE_COLOURS[name], "width": 2},
+            customdata=intervals,
             hovertemplate=f"{name}: %{{y:,.1f}} ms<extra></extra>",
+            row=1,
+            col=1,
         )
     for percentile, budget_ms in (budgets or {}).items():
         fig.add_hline(
@@ -163,11 +224,54 @@ def timeseries(
             line={"color": PERCENTILE_COLOURS[percentile], "dash": "dash", "width": 1},
             annotation_text=f"{percentile} budget {fmt.ms(budget_ms)}",
             annotation_position="top left",
+            row=1,
+            col=1,
         )
-    fig.update_yaxes(title_text=f"{metric} (ms)", ticksuffix=" ms", gridcolor="#eeeeee", rangemode="tozero")
-    if window:
-        fig.update_xaxes(range=list(window))
-    return _layout(fig, 320, hovermode="x unified")
+    fig.update_yaxes(title_text=f"{metric} (ms)", ticksuffix=" ms", gridcolor="#eeeeee", rangemode="tozero", row=1)
+    if rows and distribution:
+        _add_distribution(fig, distribution, cells, metric, _intervals(window, step))
+    fig.update_xaxes(range=list(window))
+    return _layout(fig, sum(heights) + 70 * (len(heights) - 1), hovermode="closest")
+
+
+def _add_distribution(
+    fig: go.Figure, body: HeatmapResponse, cells: list[Cell], metric: str, intervals: list[datetime]
+) -> None:
+    step = timedelta(seconds=body.step_seconds)
+    filled = {_instant(c.t): c.counts for c in body.columns}
+    rows = range(len(body.buckets))
+    labels = [bucket_label(b.lower_ms, b.upper_ms) for b in body.buckets]
+    fig.add_heatmap(
+        x=[t + step / 2 for t in intervals],
+        y=list(rows),
+        z=[[(filled[t][row] or None) if t in filled else None for t in intervals] for row in rows],
+        colorscale=HEATMAP_COLOURS,
+        zmin=0,
+        hoverinfo="skip",
+        showscale=False,
+        xgap=1,
+        ygap=1,
+        row=2,
+        col=1,
+    )
+    fig.add_scatter(
+        x=[_instant(c.start) + step / 2 for c in cells],
+        y=[c.row for c in cells],
+        mode="markers",
+        marker={"size": HEATMAP_ROW_PX, "opacity": 0, "symbol": "square"},
+        customdata=[[c.start, c.end] for c in cells],
+        hovertext=[
+            f"{fmt.utc_time(c.start)[11:16]}{RANGE_TO}{fmt.utc_time(c.end)[11:16]} UTC<br>{metric} {labels[c.row]}"
+            f"<br>{fmt.count(c.count)} {'' if c.exact else 'estimated '}request{'s' if c.count != 1 else ''}"
+            "<br>click for the slowest traces of this interval"
+            for c in cells
+        ],
+        hoverinfo="text",
+        showlegend=False,
+        row=2,
+        col=1,
+    )
+    fig.update_yaxes(tickvals=list(rows), ticktext=labels, showgrid=False, title_text=f"{metric} distribution", row=2)
 
 
 # --- trace waterfall ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Overview: E2E, TTFT and ITL percentiles with budget status and change against the previous
-window, the E2E split of each route's p50, p95 and p99 requests, and p50/p95/p99 over time."""
+window, the E2E split of each route's p50, p95 and p99 requests, and p50/p95/p99 and the whole
+distribution over time; a click on either opens that interval's slowest traces."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import time
 import streamlit as st
 
 from agentlat.api.client import ApiError, Call
-from agentlat.api.models import Answer, BreakdownResponse, PercentileRow, PercentilesResponse
+from agentlat.api.models import Answer, BreakdownResponse, PercentileRow, PercentilesResponse, TimeseriesPoint
 from agentlat.dashboard import figures, fmt, ui
 from agentlat.dashboard.budgets import BudgetBook
-from agentlat.dashboard.state import Scope, previous_window, step, url_segment
+from agentlat.dashboard.state import Scope, interval_link, previous_window, step, url_segment
 
 TILES = (
     ("e2e", "End-to-end (E2E)", "requests"),
@@ -34,7 +35,9 @@ def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
         out[f"before:{metric}"] = Call.of("/percentiles", metric=metric, start=start, end=end, **digests)
     out["split"] = Call.of("/breakdown", group_by="route", window=scope.window, **filters)
     out["budgets"] = Call.of("/budgets", window=scope.window)
-    out["series"] = Call.of("/timeseries", metric=series, step=step(scope.window), window=scope.window, **filters)
+    over_time = {"metric": series, "step": step(scope.window), "window": scope.window, **filters}
+    out["series"] = Call.of("/timeseries", **over_time)
+    out["heatmap"] = Call.of("/heatmap", **over_time)
     return out
 
 
@@ -75,25 +78,46 @@ def _split(result: BreakdownResponse | ApiError) -> None:
         st.caption("No analysed traces yet in this window.")
 
 
-def _series(scope: Scope, book: BudgetBook, now_s: int) -> None:
-    st.subheader("Percentiles over time")
+def _open_clicked(event: object) -> None:
+    """Open the trace explorer on the interval of the point or cell just clicked, slowest traces first."""
+    points = event.selection.points if event else []  # type: ignore[attr-defined]
+    if points and points[0].get("customdata"):
+        start, end = points[0]["customdata"][:2]
+        st.switch_page("page_traces.py", query_params=interval_link(ui.scope(), start, end))
+
+
+def _over_time(scope: Scope, book: BudgetBook, now_s: int) -> None:
+    st.subheader("Over time")
     metric = url_segment("Metric", "series", list(SERIES), "e2e", format_func=SERIES.__getitem__)
-    body = ui.require(ui.fetch({"series": calls(scope, now_s, metric)["series"]})["series"])
-    points = body.series[0].points if body.series else []
+    wanted = calls(scope, now_s, metric)
+    found = ui.fetch({k: wanted[k] for k in ("series", "heatmap")})
+    body = ui.require(found["series"])
+    points: list[TimeseriesPoint] = body.series[0].points if body.series else []
     if not points:
         st.caption(f"No {SERIES[metric]} samples in this window.")
         return
     budgets = {p: b for p in PERCENTILES if (b := book.budget_ms(scope.route, metric, p, scope.service)) is not None}
+    distribution = found["heatmap"]
+    if isinstance(distribution, ApiError):
+        ui.show_error(distribution)
+        distribution = None
     window = (body.window.start, body.window.end)
-    st.plotly_chart(figures.timeseries(points, SERIES[metric], budgets, window), key="series_chart")
-    st.caption(f"One point per {body.step_seconds // 60} min, from the per-minute rollups.")
+    chart = figures.over_time(points, SERIES[metric], window, body.step_seconds, budgets, distribution)
+    _open_clicked(st.plotly_chart(chart, key="over_time_chart", on_select="rerun", selection_mode="points"))
+    minutes = body.step_seconds // 60
+    st.caption(
+        f"Above, p50, p95 and p99 per {minutes} min; below, how many {SERIES[metric]} values fell in each latency "
+        f"bucket per {minutes} min, so a drifting tail shows as a shape (exact up to 128 values per interval, "
+        "t-digest estimates beyond). From the per-minute rollups. Click a point or a cell to see that interval's "
+        "slowest traces."
+    )
 
 
 def render() -> None:
     scope = ui.scope()
     ui.title("Overview", scope)
     now_s = int(time.time()) // 10 * 10  # a few seconds of slack lets the previous window be cached
-    found = ui.fetch({k: v for k, v in calls(scope, now_s).items() if k != "series"})
+    found = ui.fetch({k: v for k, v in calls(scope, now_s).items() if k not in ("series", "heatmap")})
     ui.require(found["now:e2e"])
     book = ui.budget_book(found["budgets"])
     if all(_row(found[f"now:{m}"]) is None for m, _, _ in TILES):
@@ -104,7 +128,7 @@ def render() -> None:
     _tiles(found, book, scope)
     st.caption("Percentiles from per-minute rollups: exact up to 128 values, t-digest estimates beyond.")
     _split(found["split"])
-    _series(scope, book, now_s)
+    _over_time(scope, book, now_s)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Trace explorer: the slowest or most recent traces with filters, and one trace as a waterfall
-with its critical path, model phases and tools, beside its E2E split and what-if savings."""
+"""Trace explorer: the slowest or most recent traces with filters (of the sidebar's window, or of one
+interval opened from an Overview chart), and one trace as a waterfall with its critical path, model
+phases and tools, beside its E2E split and what-if savings."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import streamlit as st
 from agentlat.api.client import ApiError, Call
 from agentlat.api.models import TraceAnalysis, TraceResponse, TraceSummary
 from agentlat.dashboard import figures, fmt, ui
-from agentlat.dashboard.state import Scope, url_segment, url_text
+from agentlat.dashboard.state import INTERVAL_KEYS, Scope, url_segment, url_text, url_value
 
 SORTS = {"slowest": "Slowest", "recent": "Most recent"}
 FILTERS = ("agent", "model", "tool")
@@ -32,11 +33,16 @@ TRACE_COLUMNS = {
 
 
 def calls(
-    scope: Scope, sort: str = "slowest", filters: dict[str, str] | None = None, trace_id: str = ""
+    scope: Scope,
+    sort: str = "slowest",
+    filters: dict[str, str] | None = None,
+    trace_id: str = "",
+    interval: dict[str, str] | None = None,
 ) -> dict[str, Call]:
-    """Every query-API call this page makes (the trace's own when one is chosen)."""
+    """Every query-API call this page makes (the trace's own when one is chosen); an ``interval`` (start and
+    end) replaces the scope's window."""
     found = {
-        "list": Call.of("/traces", sort=sort, limit=LIMIT, **scope.params(), **(filters or {})),
+        "list": Call.of("/traces", sort=sort, limit=LIMIT, **scope.params(), **(interval or {}), **(filters or {})),
     }
     if trace_id:
         found["trace"] = Call.of(f"/traces/{trace_id}")
@@ -105,7 +111,26 @@ def _pick(ids: list[str], key: str) -> None:
         st.session_state["trace"] = ids[rows[0]]
 
 
+def _interval() -> dict[str, str]:
+    """The interval an Overview chart opened (start and end in the URL), with a way back to the window."""
+    interval = {key: url_value(key) for key in INTERVAL_KEYS}
+    if not all(interval.values()):
+        return {}
+    text, back = st.columns([4, 1], vertical_alignment="center")
+    text.info(
+        f"Traces that started from {fmt.utc_time(interval['start'])} to {fmt.utc_time(interval['end'])}, "
+        "the interval clicked on the Overview.",
+        icon=":material/schedule:",
+    )
+    if back.button("Whole window", icon=":material/close:", help="list the traces of the sidebar's window"):
+        for key in INTERVAL_KEYS:
+            del st.query_params[key]
+        st.rerun()
+    return interval
+
+
 def _list(scope: Scope) -> tuple[list[TraceSummary], str]:
+    interval = _interval()
     sort = url_segment("Traces", "sort", list(SORTS), "slowest", format_func=SORTS.__getitem__)
     columns = st.columns(len(FILTERS) + 1)
     filters = {
@@ -113,7 +138,7 @@ def _list(scope: Scope) -> tuple[list[TraceSummary], str]:
         for name, col in zip(FILTERS, columns, strict=False)
     }
     trace_id = url_text("Trace id", "trace", where=columns[-1], placeholder="32 hex characters").lower()
-    traces = ui.require(ui.fetch(calls(scope, sort, filters))["list"]).traces
+    traces = ui.require(ui.fetch(calls(scope, sort, filters, interval=interval))["list"]).traces
     return traces, trace_id
 
 

@@ -41,6 +41,14 @@ class Scope:
         return {**self.params(), **{k: v for k, v in extra.items() if v}}
 
 
+INTERVAL_KEYS = ("start", "end")  # URL parameters of an interval opened from a chart: ISO-8601 instants
+
+
+def interval_link(scope: Scope, start: str, end: str) -> dict[str, str]:
+    """URL query parameters of the trace explorer on ``[start, end)`` in ``scope``, slowest traces first."""
+    return scope.link(start=start, end=end, sort="slowest")
+
+
 def is_window(window: str) -> bool:
     """Whether the query API takes ``window`` as a trailing window (its grammar: ``agentlat.api.windows``)."""
     try:

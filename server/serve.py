@@ -67,8 +67,8 @@ def banner(settings: Settings, store: str) -> str:
     grpc = f"{settings.host}:{settings.grpc_port}" if settings.grpc_port else "off"
     keys = "required" if settings.keys_required else "off (loopback only)"
     extras = [
-        f"  budgets    {settings.budgets_path}  (GET {base}/api/v1/budgets)" if settings.budgets_path else "",
-        f"  alerts     {settings.alerts_path}  (GET {base}/api/v1/alerts)" if settings.alerts_path else "",
+        f"  budgets    {settings.budgets_path.resolve()}  (GET {base}/api/v1/budgets)" if settings.budgets_path else "",
+        f"  alerts     {settings.alerts_path.resolve()}  (GET {base}/api/v1/alerts)" if settings.alerts_path else "",
     ]
     return "\n".join([
         f"[bold green]agentlat[/] collector on [bold]{base}[/]",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentlat.store.admin import SchemaAdmin
-from agentlat.store.aggregates import AggregateReads, PercentileRow
+from agentlat.store.aggregates import LATENCY_EDGES_MS, AggregateReads, HeatmapColumn, PercentileRow
 from agentlat.store.alerts import AlertTables
 from agentlat.store.analysis import TRACE_ROW_SCHEMA
 from agentlat.store.backends import (
@@ -65,6 +65,7 @@ __all__ = [
     "DIMENSION_METRICS",
     "EVENTS_TABLE",
     "EVENT_ARROW_SCHEMA",
+    "LATENCY_EDGES_MS",
     "LEDGER_DDL",
     "METRICS",
     "METRIC_POINTS_TABLE",
@@ -79,6 +80,7 @@ __all__ = [
     "AlertTables",
     "ApiKeyRecord",
     "ClickHouseBackend",
+    "HeatmapColumn",
     "PercentileRow",
     "SpanFilter",
     "Store",

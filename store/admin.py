@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from agentlat.store.backends import Backend, ChdbBackend, StoreError
 from agentlat.store.cluster_ddl import SHARDING_KEYS, cluster_statements
@@ -29,7 +30,7 @@ class SchemaAdmin:
     @property
     def description(self) -> str:
         if isinstance(self.backend, ChdbBackend):
-            return f"embedded chDB at {self.backend.data_dir}"
+            return f"embedded chDB at {Path(self.backend.data_dir).resolve()}"
         return "ClickHouse server"
 
     def migrate(self) -> list[int]:

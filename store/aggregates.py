@@ -4,6 +4,8 @@ summaries and the advisor's evidence, exact from the spans or from the rollups. 
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +29,39 @@ _ADVICE_EXACT: dict[str, _Build] = {
     "server": advice.server_phases_sql,
     "trace": advice.traces_sql,
 }
+
+
+# The heatmap's latency buckets (ms): ten per decade from 1 ms to 1,000 s (the R10 preferred numbers, so
+# every edge reads as a round number), below them [0, 1) and above them [1,000 s, infinity). Fixed, so
+# every interval and every page shares one grid.
+_R10 = (1.0, 1.25, 1.6, 2.0, 2.5, 3.15, 4.0, 5.0, 6.3, 8.0)
+LATENCY_EDGES_MS = (0.0, *(round(m * 10**d, 6) for d in range(6) for m in _R10), 1e6)
+
+
+@dataclass(frozen=True, slots=True)
+class HeatmapColumn:
+    """One interval of a latency distribution: ``counts[i]`` values fell in bucket i (``LATENCY_EDGES_MS[i]``
+    up to the next edge, the last one unbounded). Exact when the rollups held every value; else the
+    t-digest's estimate, still adding up to ``count``."""
+
+    t: int  # the interval's start, Unix seconds
+    count: int
+    exact: bool
+    counts: list[int]
+
+
+def bucket_counts(sample: Sequence[float], count: int, exact: bool) -> list[int]:
+    """How many of ``count`` values fall in each bucket of ``LATENCY_EDGES_MS``: the values themselves when
+    ``exact``, else equally weighted quantiles shared out by largest remainder so the counts add up."""
+    buckets = [0.0] * len(LATENCY_EDGES_MS)
+    weight = 1.0 if exact or not sample else count / len(sample)
+    for value in sample:
+        buckets[max(0, bisect.bisect_right(LATENCY_EDGES_MS, value) - 1)] += weight
+    whole = [math.floor(b) for b in buckets]
+    by_remainder = sorted(range(len(buckets)), key=lambda i: whole[i] - buckets[i])
+    for i in by_remainder[: count - sum(whole)]:
+        whole[i] += 1
+    return whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +109,14 @@ class AggregateReads:
         self, metric: str, group_by: Sequence[str], where: SpanFilter, step_seconds: int
     ) -> list[dict[str, Any]]:
         return self._rows(*queries.timeseries_sql(metric, group_by, where, step_seconds))
+
+    def latency_heatmap(self, metric: str, where: SpanFilter, step_seconds: int) -> list[HeatmapColumn]:
+        """The distribution of a rollup metric per interval of ``step_seconds`` (``queries.heatmap_sql``)."""
+        columns = []
+        for row in self._rows(*queries.heatmap_sql(metric, where, step_seconds)):
+            exact, count = bool(row["exact"]), row["count"]
+            columns.append(HeatmapColumn(row["t"], count, exact, bucket_counts(row["sample"], count, exact)))
+        return columns
 
     def tail_split(self, group_by: Sequence[str], where: SpanFilter) -> dict[tuple, dict[str, dict[str, float]]]:
         """Per group (its values in ``group_by`` order): per percentile name, the traces counted and the mean E2E,

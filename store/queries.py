@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentlat.store.backends import Params
-from agentlat.store.rollup_sql import CLIENT_MODEL, FINAL_SETTINGS, MERGED_QUANTILES
+from agentlat.store.rollup_sql import (
+    ALL_EXACT,
+    ALL_VALUES,
+    CLIENT_MODEL,
+    FINAL_SETTINGS,
+    MERGED_DIGEST,
+    MERGED_QUANTILES,
+)
 
 # Query-API dimension name -> column.
 DIMENSIONS: dict[str, str] = {
@@ -329,6 +336,32 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
                sum(Count) AS count, {MERGED_QUANTILES} AS q
         FROM ({rows})
         GROUP BY {", ".join(["t", *group_by])}
+        HAVING count > 0
+        ORDER BY t
+        LIMIT 100000
+        {FINAL_SETTINGS}
+    """
+    spans = rollup_spans(where, largest=next(t for t in (DAY_S, HOUR_S, MINUTE_S) if step_seconds % t == 0))
+    return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
+
+
+# --- latency distribution over time (the Overview's heatmap) --------------------------------
+# Levels at which a column holding a t-digest is read: the midpoints of 100 equal slices of its requests.
+HEATMAP_LEVELS = tuple((i + 0.5) / 100 for i in range(100))
+
+
+def heatmap_sql(metric: str, where: SpanFilter, step_seconds: int) -> tuple[str, Params]:
+    """Per interval of ``step_seconds``: the count of a rollup metric, whether the rollups hold all its
+    values (``exact``, at most EXACT_MAX of them) and then those values, sorted; else the values at
+    ``HEATMAP_LEVELS`` of its merged t-digest, each standing for a hundredth of the count."""
+    rows = _rollup_rows(where, "Metric = {metric:String}", _ROLLUP_COLUMNS)
+    levels = ", ".join(repr(level) for level in HEATMAP_LEVELS)
+    sql = f"""
+        SELECT toUnixTimestamp(toStartOfInterval(T, toIntervalSecond({{step:UInt32}}))) AS t,
+               sum(Count) AS count, {ALL_EXACT} AS exact,
+               if(exact, {ALL_VALUES}, arrayReduce('quantilesTDigestMerge({levels})', [{MERGED_DIGEST}])) AS sample
+        FROM ({rows})
+        GROUP BY t
         HAVING count > 0
         ORDER BY t
         LIMIT 100000

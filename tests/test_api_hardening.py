@@ -74,7 +74,17 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
 
 # --- time parameters ----------------------------------------------------------------------------
 
-RANGE_ROUTES = ["percentiles", "breakdown", "groups", "timeseries", "dimensions", "advice", "traces", "metric_points"]
+RANGE_ROUTES = [
+    "percentiles",
+    "breakdown",
+    "groups",
+    "timeseries",
+    "heatmap",
+    "dimensions",
+    "advice",
+    "traces",
+    "metric_points",
+]
 WINDOW_ROUTES = ["budgets", "alerts/events"]
 WINDOW_CASES = [
     ({"window": "0s"}, "window='0s': expected a number and a unit s|m|h|d, from 1s to 400d"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def charts(at: AppTest) -> list[dict[str, Any]]:
 
 
 def traces_of(chart: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {trace["name"]: trace for trace in chart["data"]}
+    return {trace.get("name", ""): trace for trace in chart["data"]}
 
 
 def markdown(at: AppTest) -> list[str]:
@@ -126,6 +127,30 @@ def test_breakdown_splits_the_p50_p95_p99_requests(known: ServerProcess) -> None
     assert by_model["rows"] and all("at" not in row for row in by_model["rows"])
 
 
+def test_heatmap_counts_each_interval_in_latency_buckets(known: ServerProcess) -> None:
+    """/checkout's 20 traces (E2E 1,000 to 1,190 ms, TTFT 100 to 195 ms) start in one minute, /search's 10
+    (E2E 500 ms, TTFT 50 ms) in the next: every value counted exactly in its bucket."""
+    e2e = known.get("/api/v1/heatmap", metric="e2e", step="1m", window="1h").json()
+    assert [(b["lower_ms"], b["upper_ms"]) for b in e2e["buckets"]] == [(500, 630), (630, 800), (800, 1000),
+                                                                       (1000, 1250)]  # fmt: skip
+    assert [(c["count"], c["exact"], c["counts"]) for c in e2e["columns"]] == [
+        (20, True, [0, 0, 0, 20]),
+        (10, True, [10, 0, 0, 0]),
+    ]
+    minutes = [c["t"] for c in e2e["columns"]]
+    assert minutes[0].endswith(":00Z") and fmt_minutes_apart(*minutes) == 1
+    ttft = known.get("/api/v1/heatmap", metric="ttft", step="1m", window="1h", route="/checkout").json()
+    assert [b["lower_ms"] for b in ttft["buckets"]] == [100, 125, 160]
+    assert [c["counts"] for c in ttft["columns"]] == [[5, 7, 8]]  # 100-120, 125-155, 160-195 ms
+    hour = known.get("/api/v1/heatmap", metric="e2e", step="1h", window="3h").json()
+    assert sum(sum(c["counts"]) for c in hour["columns"]) == len(ALL_E2E) + 10  # the hour before: 10 of 900 ms
+    assert known.get("/api/v1/heatmap", metric="nope").status_code == 400
+
+
+def fmt_minutes_apart(first: str, second: str) -> float:
+    return (datetime.fromisoformat(second) - datetime.fromisoformat(first)).total_seconds() / 60
+
+
 def test_overview_split_and_series(page: OpenPage, known: ServerProcess) -> None:
     split, series = charts(page())
     parts = traces_of(split)
@@ -136,9 +161,16 @@ def test_overview_split_and_series(page: OpenPage, known: ServerProcess) -> None
     assert parts["orchestration"]["text"][2] == "185 ms · 15.6%"
     api = known.get("/api/v1/timeseries", metric="e2e", step="1m", window="1h").json()["series"][0]["points"]
     lines = traces_of(series)
-    for name in ("p50", "p95", "p99"):
+    for name in ("p50", "p95", "p99"):  # above: the percentiles per minute
         assert lines[name]["y"] == [p[name] for p in api]
     assert sum(p["count"] for p in api) == len(ALL_E2E)
+    assert [point[0] for point in lines["p99"]["customdata"]] == [p["t"] for p in api]  # a click opens its minute
+    *_, cells, clickable = series["data"]  # below: the distribution per minute
+    assert series["layout"]["yaxis2"]["ticktext"] == ["500 ms to 630 ms", "630 ms to 800 ms", "800 ms to 1,000 ms",
+                                                      "1,000 ms to 1,250 ms"]  # fmt: skip
+    filled = sorted((col, row, n) for row, counts in enumerate(cells["z"]) for col, n in enumerate(counts) if n)
+    assert [(row, n) for _, row, n in filled] == [(3, 20), (0, 10)] and filled[1][0] == filled[0][0] + 1
+    assert [c[0] for c in clickable["customdata"]] == [p["t"] for p in api]  # one marker per filled cell
 
 
 def test_overview_of_one_route_is_coloured_by_its_budget(page: OpenPage, known: ServerProcess) -> None:

@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agentlat.dashboard import fmt
+from agentlat.demo.runner import demo_file
 from tests.dashboard_data import start_known_server
 from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, wait_for
 
@@ -148,6 +149,46 @@ def test_overview(page: Page, dashboard: str, known: ServerProcess) -> None:
     )
 
 
+def click_point(page: Page, chart: int, trace: int, point: int) -> None:
+    """Click where plotly drew point ``point`` of trace ``trace`` of the page's chart number ``chart``."""
+    plot = page.locator(".js-plotly-plot").nth(chart)
+    plot.scroll_into_view_if_needed()
+    x, y = plot.evaluate(
+        """(gd, [trace, point]) => {
+            const data = gd._fullData[trace], box = gd.getBoundingClientRect();
+            const axis = (id) => gd._fullLayout[id.replace(/^(x|y)/, "$1axis")];
+            const [xa, ya] = [axis(data.xaxis), axis(data.yaxis)];
+            return [box.left + xa._offset + xa.d2p(data.x[point]), box.top + ya._offset + ya.d2p(data.y[point])];
+        }""",
+        [trace, point],
+    )
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+
+
+def test_a_click_on_the_distribution_or_a_percentile_opens_that_minutes_slowest_traces(
+    page: Page, dashboard: str, known: ServerProcess
+) -> None:
+    minutes = [c["t"] for c in known.get("/api/v1/heatmap", step="1m", window="1h").json()["columns"]]
+    visit(page, f"{dashboard}/?window=1h", "overview-distribution", texts=["Over time"], charts=2)
+    click_point(page, chart=1, trace=4, point=0)  # the distribution's first filled cell: /checkout's minute
+    page.wait_for_url("**/traces?*", timeout=RENDER_TIMEOUT_MS)
+    settle(page, texts=["Trace explorer", "1,190 ms"], cells=["/checkout", "1190"], charts=1)
+    assert "/search" not in grid_cells(page) and "sort=slowest" in page.url
+    assert f"start={minutes[0].replace(':', '%3A')}" in page.url
+    expect(page.get_by_text("the interval clicked on the Overview")).to_be_visible()
+    page.get_by_role("button", name="Whole window").click()
+    expect(page.get_by_text("the interval clicked on the Overview")).to_have_count(0, timeout=RENDER_TIMEOUT_MS)
+    settle(page, cells=["/checkout", "1190"], charts=1)
+    assert "start=" not in page.url and "window=1h" in page.url
+
+    visit(page, f"{dashboard}/?window=1h", "overview-distribution", texts=["Over time"], charts=2)
+    click_point(page, chart=1, trace=2, point=1)  # the p99 line's second minute: /search's
+    page.wait_for_url("**/traces?*", timeout=RENDER_TIMEOUT_MS)
+    settle(page, texts=["Trace explorer", "500 ms"], cells=["/search"], charts=1)
+    assert "/checkout" not in grid_cells(page) and f"start={minutes[1].replace(':', '%3A')}" in page.url
+
+
 def test_filters_follow_page_navigation(page: Page, dashboard: str) -> None:
     page.goto(f"{dashboard}/?window=1h&route=%2Fsearch")
     settle(page, texts=["500 ms"], charts=2)
@@ -230,7 +271,7 @@ def test_advisor(page: Page, dashboard: str) -> None:
         f"{dashboard}/advisor?window=1h",
         "advisor",
         texts=["1. Independent tool calls run one after another in 20 of 20 traces", "4.0 s", "200 ms"],
-        charts=3,
+        charts=2,
     )
 
 
@@ -260,7 +301,8 @@ def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
         wait_for(lambda: answers(f"http://127.0.0.1:{api_port}/readyz"), timeout=60, interval=0.2)
         wait_for(lambda: answers(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=60, interval=0.2)
         # the banner follows once both answer
-        wait_for(lambda: f"dashboard on http://127.0.0.1:{ui_port}" in log_path.read_text(), timeout=15)
+        wait_for(lambda: "Stop with Ctrl-C." in log_path.read_text(), timeout=15)
+        assert words(banner_of(log_path.read_text())) == words(readme_banner(tmp_path, api_port, ui_port))
         wait_for(lambda: demo_spans_stored(api_port), timeout=90, interval=0.5)  # the demo's workers are running
     finally:
         process.send_signal(signal.SIGINT)
@@ -268,6 +310,32 @@ def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
     wait_for(lambda: not answers_quietly(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=20, interval=0.2)
     # nothing it started outlives it: dashboard, demo and the demo's worker processes
     wait_for(lambda: not processes_with_env(marker), timeout=20, interval=0.5)
+
+
+def banner_of(log: str) -> str:
+    return log[log.index("agentlat collector on") : log.index("Stop with Ctrl-C.") + len("Stop with Ctrl-C.")]
+
+
+def readme_banner(data_parent: Path, api_port: int, ui_port: int) -> str:
+    """The README's banner as this test's ``up`` prints it: its ports, its data directory, the demo's files
+    where this install keeps them, and gRPC off."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = banner_of(readme[readme.index("## Quickstart") :])
+    replacements = {
+        "/home/you/agentlat/.agentlat": str(data_parent),
+        "/home/you/agentlat/sdk/demo": str(demo_file("budgets.yaml").parent),
+        "127.0.0.1:4318": f"127.0.0.1:{api_port}",
+        "127.0.0.1:8501": f"127.0.0.1:{ui_port}",
+        "OTLP/gRPC  127.0.0.1:4317": "OTLP/gRPC  off",
+    }
+    for before, after in replacements.items():
+        text = text.replace(before, after)
+    return text
+
+
+def words(text: str) -> list[str]:
+    """The text's words: a banner that the log file wraps at 80 columns reads the same."""
+    return text.split()
 
 
 def demo_spans_stored(api_port: int) -> bool:

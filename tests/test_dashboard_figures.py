@@ -9,6 +9,7 @@ import math
 import pickle
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, get_origin
 
@@ -21,6 +22,7 @@ from agentlat.api.models import (
     BudgetsResponse,
     DimensionsResponse,
     Finding,
+    HeatmapResponse,
     TimeseriesPoint,
     TraceAnalysis,
     TraceResponse,
@@ -242,13 +244,44 @@ def test_split_bars_stack_the_parts_of_the_p50_p95_p99_requests() -> None:
     assert bars["tool"].hovertext[0] == "/a · p50 requests (mean of 2)<br>tool: 300 ms (30.0%) of 1,000 ms"
 
 
-def test_timeseries_lines_and_budget_lines() -> None:
+CHART_WINDOW = ("2025-12-31T23:00:00Z", "2026-01-01T00:10:00Z")
+
+
+def test_percentile_lines_and_budget_lines() -> None:
     points = [TimeseriesPoint(t="2026-01-01T00:00:00Z", count=3, p50=1.0, p95=2.0, p99=3.0)]
-    fig = figures.timeseries(points, "TTFT", {"p95": 150.0}, ("2025-12-31T23:00:00Z", "2026-01-01T00:10:00Z"))
-    assert fig.layout.xaxis.range == ("2025-12-31T23:00:00Z", "2026-01-01T00:10:00Z")  # the whole window
+    fig = figures.over_time(points, "TTFT", CHART_WINDOW, 300, {"p95": 150.0})
+    assert fig.layout.xaxis.range == CHART_WINDOW  # the whole window
     assert [(t.name, t.y) for t in fig.data] == [("p50", (1.0,)), ("p95", (2.0,)), ("p99", (3.0,))]
+    assert fig.data[0].x == (datetime(2026, 1, 1, 0, 2, 30, tzinfo=UTC),)  # the middle of its 5 minutes
+    assert [list(c) for c in fig.data[2].customdata] == [["2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"]]
     assert [s.y0 for s in fig.layout.shapes] == [150.0]
     assert fig.layout.annotations[0].text == "p95 budget 150 ms"
+    assert "yaxis2" not in fig.layout  # no distribution: no second row
+
+
+def test_distribution_cells_on_the_same_time_axis() -> None:
+    points = [TimeseriesPoint(t=t, count=12, p50=1.0, p95=2.0, p99=3.0) for t in ("2026-01-01T00:00:00Z",
+              "2026-01-01T00:10:00Z")]  # fmt: skip
+    body = HeatmapResponse.model_validate({
+        "metric": "e2e", "unit": "ms", "step_seconds": 600, "filters": {},
+        "window": {"start": "2025-12-31T23:50:05Z", "end": "2026-01-01T00:20:00Z"},
+        "buckets": [{"lower_ms": 500, "upper_ms": 630}, {"lower_ms": 630, "upper_ms": 800},
+                    {"lower_ms": 1e6, "upper_ms": None}],
+        "columns": [{"t": "2026-01-01T00:00:00Z", "count": 12, "exact": True, "counts": [2, 0, 10]},
+                    {"t": "2026-01-01T00:10:00Z", "count": 200, "exact": False, "counts": [0, 200, 0]}],
+    })  # fmt: skip
+    fig = figures.over_time(points, "E2E", (body.window.start, body.window.end), 600, None, body)
+    *_, cells, markers = fig.data
+    # every interval overlapping the window, the partial first one included, as columns; an empty cell blank
+    assert [x.minute for x in cells.x] == [55, 5, 15] and [list(r) for r in cells.z] == [
+        [None, 2, None], [None, None, 200], [None, 10, None]]  # fmt: skip
+    assert fig.layout.yaxis2.ticktext == ("500 ms to 630 ms", "630 ms to 800 ms", "≥ 1,000,000 ms")
+    assert (cells.xaxis, markers.xaxis) == ("x2", "x2") and fig.layout.xaxis.matches == "x2"  # one time axis
+    assert markers.y == (0, 2, 1) and list(markers.customdata[2]) == ["2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"]
+    assert markers.hovertext[0] == (
+        "00:00 to 00:10 UTC<br>E2E 500 ms to 630 ms<br>2 requests<br>click for the slowest traces of this interval"
+    )
+    assert "200 estimated requests" in markers.hovertext[2]
 
 
 def span(span_id: str, parent: str, name: str, start: int, ms: int, role: str = "other", **extra: Any) -> dict:

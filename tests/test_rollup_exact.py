@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlat.store import SpanFilter, Store
+from agentlat.store import LATENCY_EDGES_MS, SpanFilter, Store
 from agentlat.store.migrations import MIGRATIONS
 from agentlat.store.rollup_sql import EXACT_MAX
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
@@ -96,6 +96,12 @@ def window(project: str) -> SpanFilter:
     return SpanFilter(project, WINDOW[0] * NS, WINDOW[1] * NS)
 
 
+def histogram(values: list[float]) -> list[int]:
+    """How many values fall in each of the heatmap's buckets [edge i, edge i + 1), the last one unbounded."""
+    edges = np.array(LATENCY_EDGES_MS)
+    return np.bincount(np.searchsorted(edges, values, side="right") - 1, minlength=len(edges)).tolist()
+
+
 def assert_exact(found: list[float], values: list[float], what: str) -> None:
     assert found == pytest.approx(exact(values), abs=1e-6, rel=0), f"{what}: {sorted(values)}"
 
@@ -133,8 +139,11 @@ def test_small_groups_are_exact_from_every_tier_and_merge(embedded_store: Store,
         buckets = by(rows, lambda r, s=step: r["minute"] // s * s)
         series = {r["t"]: r for r in embedded_store.timeseries("tool", [], where, step)}
         assert series.keys() == buckets.keys()
+        heatmap = {c.t: c for c in embedded_store.latency_heatmap("tool", where, step)}
+        assert series.keys() == heatmap.keys() == buckets.keys()
         for t, bucket in buckets.items():
             assert_exact(series[t]["q"], bucket, f"step {step} at {t}")
+            assert (heatmap[t].count, heatmap[t].exact, heatmap[t].counts) == (len(bucket), True, histogram(bucket))
 
     per_tool = by(rows, lambda r: r["tool"])
     summary = {r["name"]: r for r in embedded_store.dimension_summary("tool", where, True)}
@@ -174,6 +183,16 @@ def test_large_groups_are_estimated_within_the_digest_error(
         below = np.searchsorted(data, value, side="left") / n
         at_or_below = np.searchsorted(data, value, side="right") / n
         assert max(0.0, below - q, q - at_or_below) <= RANK_TOLERANCE + 1 / n, (q, value, exact(data.tolist()))
+
+    # The heatmap at a step of a week (one column, or two when a week starts inside the window): 100
+    # quantiles of each digest shared out, so each bucket edge splits the values within the digest's rank
+    # error plus a hundredth (each quantile stands for a hundredth of the values), and one for rounding.
+    columns = embedded_store.latency_heatmap("tool", window(project), 7 * DAY)
+    assert [c.count for c in columns] == [sum(c.counts) for c in columns] and sum(c.count for c in columns) == n
+    assert not all(c.exact for c in columns)
+    below_each_edge = np.cumsum(np.sum([c.counts for c in columns], axis=0))[:-1]
+    truly_below = np.searchsorted(data, np.array(LATENCY_EDGES_MS[1:]), side="left")
+    assert np.abs(below_each_edge - truly_below).max() <= (RANK_TOLERANCE + 0.01) * n + len(columns)
 
 
 def test_the_issue_example_is_exact_at_every_level(embedded_store: Store) -> None:
