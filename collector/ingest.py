@@ -3,7 +3,8 @@ batch, log it durably, and count what happened.
 
 Decoding is most of the CPU an ingested span costs and holds the GIL, so it runs in
 ``decode_workers`` worker processes (by default as many as requests are decoded at once, on a
-machine with two cores or more), which take the raw body and send back the Arrow batch; the
+machine with two cores or more), which take the raw body and send back the Arrow batch
+(``decode.py``, which spares them the store and everything else they do not use); the
 server's own GIL is left to the writer, trace analysis and HTTP. A worker that dies (killed,
 out of memory) costs the requests it held a 503 and is replaced.
 """
@@ -17,20 +18,15 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agentlat.collector import otlp_signals
+from agentlat.collector.decode import SIGNALS, decode, start_worker
 from agentlat.collector.metrics import CollectorMetrics
-from agentlat.collector.otlp import DecodedBatch, Limits, parse_json, parse_protobuf, to_batch
+from agentlat.collector.otlp import DecodedBatch, Limits
 from agentlat.collector.pipeline import Backpressure, IngestPipeline
 from agentlat.errors import AgentlatError
-from agentlat.processes import exit_with_parent
 
 log = logging.getLogger("agentlat.collector")
 
@@ -51,53 +47,6 @@ def default_decode_workers() -> int:
     # the cores this process may run on (Linux); macOS has no affinity call, so all of them there
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(cores, DECODE_CONCURRENCY) if cores >= 2 else 0
-
-
-@dataclass(frozen=True, slots=True)
-class Signal:
-    """One kind of OTLP export (traces, logs, metrics): how it is decoded and answered."""
-
-    name: str
-    noun: str  # what its records are called in messages
-    parse_protobuf: Any  # bytes -> Export*ServiceRequest
-    parse_json: Any
-    to_batch: Any  # (request, project, received_ns, limits) -> DecodedBatch
-    response: type[Message]  # Export*ServiceResponse
-    rejected_field: str  # the count in the response's partial_success
-    invalid_reason: str  # label of the rejected counter for records rejected one by one
-
-    def respond(self, decoded: DecodedBatch) -> Message:
-        """The success answer: partial_success set only when records were rejected."""
-        message = self.response()
-        if decoded.rejected:
-            setattr(message.partial_success, self.rejected_field, decoded.rejected)
-            message.partial_success.error_message = decoded.error_message()
-        return message
-
-
-SIGNALS: dict[str, Signal] = {
-    "traces": Signal(
-        "traces", "spans", parse_protobuf, parse_json, to_batch, ExportTraceServiceResponse, "rejected_spans",
-        "invalid_span",
-    ),
-    "logs": Signal(
-        "logs", "log records", otlp_signals.parse_logs_protobuf, otlp_signals.parse_logs_json,
-        otlp_signals.logs_to_batch, ExportLogsServiceResponse, "rejected_log_records", "invalid_record",
-    ),
-    "metrics": Signal(
-        "metrics", "data points", otlp_signals.parse_metrics_protobuf, otlp_signals.parse_metrics_json,
-        otlp_signals.metrics_to_batch, ExportMetricsServiceResponse, "rejected_data_points", "invalid_point",
-    ),
-}  # fmt: skip
-
-
-def decode(
-    body: bytes, protobuf: bool, project: str, received_ns: int, limits: Limits, signal: str = "traces"
-) -> DecodedBatch:
-    """A request body to a batch; raise OtlpDecodeError or TooManySpans. Runs in a worker."""
-    kind = SIGNALS[signal]
-    request = kind.parse_protobuf(body) if protobuf else kind.parse_json(body)
-    return kind.to_batch(request, project, received_ns, limits)
 
 
 class Ingestor:
@@ -121,10 +70,11 @@ class Ingestor:
 
     def _executor(self) -> ProcessPoolExecutor | None:
         if self.decode_workers and self._pool is None:
-            # spawn, not fork: the store's threads (chDB) must not be forked mid-flight
+            # spawn, not fork: the store's threads (chDB) must not be forked mid-flight. A spawned
+            # worker imports only what unpickling decode() and start_worker() needs (decode.py).
             context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
-                self.decode_workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+                self.decode_workers, mp_context=context, initializer=start_worker, initargs=(os.getpid(),)
             )
         return self._pool
 

@@ -1,6 +1,6 @@
 """OTLP/HTTP receiver: ``POST /v1/traces``, ``/v1/logs`` and ``/v1/metrics``, answering as the OTLP
 specification says. The three take the same path and limits; only decoding and the response
-message differ (``ingest.SIGNALS``).
+message differ (``decode.SIGNALS``).
 
 Content type and encoding are checked first (415), then the request waits for room
 (``AdmissionGate``: 503 when the server already holds its limit of request bodies, the log is
@@ -26,7 +26,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from agentlat.collector.admission import AdmissionGate, Overloaded
-from agentlat.collector.ingest import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable, Signal
+from agentlat.collector.decode import Signal
+from agentlat.collector.ingest import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable
 from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
 from agentlat.collector.pipeline import Backpressure
 from agentlat.errors import AgentlatError

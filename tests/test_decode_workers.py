@@ -19,8 +19,10 @@ from agentlat.collector.ingest import DECODE_CONCURRENCY, Ingestor, default_deco
 from agentlat.collector.otlp import DecodedBatch, Limits, OtlpDecodeError, TooManySpans
 from agentlat.errors import ConfigError
 from agentlat.server.config import Settings
+from bench.ingest import build_requests
 from tests.otlp_payloads import SpanSpec, new_trace_id, otlp_json, otlp_protobuf
 from tests.servers import ServerProcess, spawned_workers, wait_for
+from tests.worker_probe import imported_modules
 
 LIMITS = Limits(max_spans=5)
 
@@ -61,6 +63,31 @@ def test_errors_come_back_from_a_worker(workers: Ingestor) -> None:
         _decode(workers, b"\xff\xff\xff", True)
     with pytest.raises(TooManySpans):
         _decode(workers, otlp_protobuf(_spans(6)), True)
+
+
+# What a worker must not import: the store and its engines, the HTTP stack, what only the server's
+# threads use, and pandas (which pyarrow would import on its first pa.array() of a list).
+NOT_IN_A_WORKER = (
+    "chdb", "clickhouse_connect", "agentlat.store", "agentlat.server", "agentlat.collector.pipeline",
+    "agentlat.collector.metrics", "fastapi", "starlette", "uvicorn", "prometheus_client", "polars", "pandas",
+)  # fmt: skip
+
+
+def test_a_worker_imports_only_what_decoding_needs() -> None:
+    """A worker started as the server starts it, after decoding 1,000 GenAI spans, has imported
+    neither the store nor chDB nor anything else the decoder does not use (collector/decode.py)."""
+    ingestor = Ingestor(cast(Any, None), Limits(), cast(Any, None), decode_workers=1)
+    try:
+        [body] = build_requests(1)
+        assert _decode(ingestor, body, True).accepted == 1000  # so what decoding imports late counts too
+        pool = ingestor._executor()
+        assert pool is not None
+        modules = set(pool.submit(imported_modules).result(timeout=60))
+    finally:
+        ingestor.close()
+    assert {"agentlat.collector.decode", "agentlat.columns", "pyarrow"} <= modules
+    heavy = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_IN_A_WORKER))
+    assert heavy == []
 
 
 def test_a_server_with_decode_workers_stores_what_it_acknowledges(tmp_path: Path) -> None:

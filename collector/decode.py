@@ -1,0 +1,91 @@
+"""What an OTLP decode worker process runs: a request body to an Arrow batch, for each signal.
+
+The server's ``Ingestor`` (``ingest.py``) sends bodies to a pool of spawned worker processes,
+and each worker imports this module to unpickle ``decode``. So this module imports only what
+decoding needs: protobuf, the OTLP messages, pyarrow and the collector's decoder and
+normaliser. Never the store, chDB, the write-ahead log, metrics or the HTTP server: each
+worker would pay for them in memory and start-up CPU (tests/test_decode_workers.py checks).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from agentlat.collector import otlp_signals
+from agentlat.collector.otlp import DecodedBatch, Limits, parse_json, parse_protobuf, to_batch
+from agentlat.processes import exit_with_parent
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One kind of OTLP export (traces, logs, metrics): how it is decoded and answered."""
+
+    name: str
+    noun: str  # what its records are called in messages
+    parse_protobuf: Any  # bytes -> Export*ServiceRequest
+    parse_json: Any
+    to_batch: Any  # (request, project, received_ns, limits) -> DecodedBatch
+    response: type[Message]  # Export*ServiceResponse
+    rejected_field: str  # the count in the response's partial_success
+    invalid_reason: str  # label of the rejected counter for records rejected one by one
+
+    def respond(self, decoded: DecodedBatch) -> Message:
+        """The success answer: partial_success set only when records were rejected."""
+        message = self.response()
+        if decoded.rejected:
+            setattr(message.partial_success, self.rejected_field, decoded.rejected)
+            message.partial_success.error_message = decoded.error_message()
+        return message
+
+
+SIGNALS: dict[str, Signal] = {
+    "traces": Signal(
+        "traces", "spans", parse_protobuf, parse_json, to_batch, ExportTraceServiceResponse, "rejected_spans",
+        "invalid_span",
+    ),
+    "logs": Signal(
+        "logs", "log records", otlp_signals.parse_logs_protobuf, otlp_signals.parse_logs_json,
+        otlp_signals.logs_to_batch, ExportLogsServiceResponse, "rejected_log_records", "invalid_record",
+    ),
+    "metrics": Signal(
+        "metrics", "data points", otlp_signals.parse_metrics_protobuf, otlp_signals.parse_metrics_json,
+        otlp_signals.metrics_to_batch, ExportMetricsServiceResponse, "rejected_data_points", "invalid_point",
+    ),
+}  # fmt: skip
+
+
+def decode(
+    body: bytes, protobuf: bool, project: str, received_ns: int, limits: Limits, signal: str = "traces"
+) -> DecodedBatch:
+    """A request body to a batch; raise OtlpDecodeError or TooManySpans. Runs in a worker."""
+    kind = SIGNALS[signal]
+    request = kind.parse_protobuf(body) if protobuf else kind.parse_json(body)
+    return kind.to_batch(request, project, received_ns, limits)
+
+
+def start_worker(parent: int) -> None:
+    """A decode worker's initializer: end with ``parent`` (the server), and keep pandas out.
+
+    pyarrow imports pandas, when it is installed, the first time ``pa.array()`` is given a list,
+    only to ask whether the list is a pandas object: 30 to 50 MiB and 0.15 to 0.3 s of CPU for a
+    module this process never uses. Unimportable here, it is taken by pyarrow as not installed.
+    """
+    exit_with_parent(parent)
+    sys.meta_path.insert(0, _WithoutPandas())
+
+
+class _WithoutPandas:
+    """A meta path finder that fails every import of pandas (pyarrow's import of it runs from
+    Cython, which takes a ``None`` in ``sys.modules`` for the module, so that cannot block it)."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.partition(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"pandas is not used in a decode worker ({name})", name=name)
+        return None

@@ -1,0 +1,12 @@
+"""Run by tests inside a spawned worker process: what has that process imported?
+
+It imports nothing but ``sys``, so sending it to a worker does not change the answer."""
+
+from __future__ import annotations
+
+import sys
+
+
+def imported_modules() -> list[str]:
+    """Names of the modules imported; a name marked missing (``None``) is not one."""
+    return sorted(name for name, module in sys.modules.items() if module is not None)
