@@ -149,10 +149,14 @@ def up(
             if demo_rate > 0:
                 lines.append(f"  demo       {demo_rate} agent runs/s from 3 services (log: {logs / 'demo.log'})")
             lines.append("Stop with Ctrl-C.")
+
+            def show() -> None:
+                console.print("\n".join(lines), soft_wrap=True)  # whole lines, to copy from a log file too
+
             if dashboard_port:  # the banner waits for the dashboard too
-                when_ready(f"http://127.0.0.1:{dashboard_port}/_stcore/health", lambda: console.print("\n".join(lines)))
+                when_ready(f"http://127.0.0.1:{dashboard_port}/_stcore/health", show)
             else:
-                console.print("\n".join(lines))
+                show()
 
         with beside(dashboard_port, api, logs / "dashboard.log"), demo:
             run_server(

@@ -50,7 +50,8 @@ def run_server(
     options = http_options(settings)  # before the store opens: a bad limit is a start-up error
     app = create_app(settings)
     text = banner(settings, app.state.store.description)
-    when_ready(f"{local_url(settings)}/readyz", lambda: (announce or console.print)(text))
+    show = announce or (lambda banner_text: console.print(banner_text, soft_wrap=True))  # whole lines, for logs
+    when_ready(f"{local_url(settings)}/readyz", lambda: show(text))
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=log_level, log_config=None, access_log=False, **options
     )

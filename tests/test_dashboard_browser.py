@@ -89,7 +89,7 @@ def browser(chromium: Path) -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+    context = browser.new_context(viewport={"width": 1500, "height": 2400})
     yield context.new_page()
     context.close()
 
