@@ -228,7 +228,8 @@ def demo(
     target = resolve_endpoint(endpoint)
     # `agentlat up` stops its demo with SIGTERM: exit through the finally blocks that stop the workers
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    console.print(f"demo: sending agent runs to {target} at {rate}/s for {duration or 'ever'} s")
+    how_long = f"for {duration} s" if duration else "until stopped"
+    console.print(f"demo: sending agent runs to {target} at {rate}/s {how_long}")
     columns = [TextColumn("demo agent runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console) as bar:
         task = bar.add_task("runs", total=rate * duration if duration else None)
