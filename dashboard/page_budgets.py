@@ -3,8 +3,9 @@ and recent alert events, each as the server has them configured."""
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -94,10 +95,23 @@ def _budgets(result: BudgetsResponse | ApiError, scope: Scope) -> None:
 
 
 def records(rows: Sequence[BaseModel]) -> pd.DataFrame:
-    """Rows as a table, columns named as in the API's JSON; nested values shown as JSON text."""
+    """Rows as a table, columns named as in the API's JSON, values as people read them: labels and matchers as
+    ``route=/chat``, lists joined, times to the second in UTC (a missing value is shown as a dash)."""
     plain = [row.model_dump(mode="json", by_alias=True) for row in rows]
-    flat = [{k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()} for row in plain]
-    return pd.DataFrame.from_records(flat)
+    return pd.DataFrame.from_records([{k: readable(v) for k, v in row.items()} for row in plain])
+
+
+_ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def readable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, str) and _ISO_TIME.match(value):
+        return fmt.utc_time(value)
+    return value
 
 
 ALERT_TABLES = (
@@ -121,7 +135,7 @@ def _alerts(result: AlertsResponse | ApiError) -> None:
         if frame.empty:
             st.caption(none)
         else:
-            st.dataframe(frame, hide_index=True, width="stretch", key=f"alert_{key}")
+            st.dataframe(frame, hide_index=True, width="stretch", key=f"alert_{key}", placeholder=fmt.DASH)
 
 
 def render() -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from agentlat.api.client import ApiClient, ApiError, Call
 from agentlat.api.models import (
+    AlertEvent,
     AlertRule,
     BreakdownRow,
     BudgetsResponse,
@@ -487,7 +488,7 @@ def test_what_if_table() -> None:
     assert what_if(TraceAnalysis.model_validate(analysis(e2e_ms=1.0))).empty
 
 
-def test_alert_records_show_nested_values_as_json() -> None:
+def test_alert_records_read_as_people_write_them() -> None:
     rule = AlertRule.model_validate({
         "alert": "p99 drift", "severity": "warning", "type": "drift", "metric": "e2e", "percentile": "p99",
         "condition": "E2E p99 up 50%", "window": "1h", "by": ["route"], "match": {"route": "/chat"}, "for": "5m",
@@ -496,5 +497,13 @@ def test_alert_records_show_nested_values_as_json() -> None:
     })  # fmt: skip
     [row] = records([rule]).to_dict("records")
     assert list(row)[:3] == ["alert", "severity", "type"] and row["percentile"] == "p99"  # the API's keys, in order
-    assert (row["by"], row["match"], row["for"]) == ('["route"]', '{"route": "/chat"}', "5m")
+    assert (row["by"], row["match"], row["for"]) == ("route", "route=/chat", "5m")
+    event = AlertEvent.model_validate({
+        "time": "2026-01-02T13:45:07.123456Z", "alert": "p99 drift", "severity": "warning",
+        "labels": {"route": "/chat", "service": "shop"}, "from": "pending", "to": "firing", "value": None,
+        "reference": 2.5, "count": 40, "summary": "",
+    })  # fmt: skip
+    [row] = records([event]).to_dict("records")
+    assert (row["time"], row["labels"]) == ("2026-01-02 13:45:07 UTC", "route=/chat, service=shop")
+    assert row["value"] is None  # the table shows the placeholder, a dash
     assert records([]).empty
