@@ -24,16 +24,8 @@ import agentlat
 from agentlat import semconv as sc
 from agentlat.demo import FakeLLM
 from agentlat.instrument import anthropic as instrumentation
-from agentlat.instrument._wrapper import (
-    ABANDONED,
-    CLOSED,
-    EXHAUSTED,
-    FAILED,
-    STREAM_END,
-    TOOL_CALL_COUNT,
-    TOOL_CALLS,
-    is_patched,
-)
+from agentlat.instrument._streams import ABANDONED, CLOSED, EXHAUSTED, FAILED, STREAM_END
+from agentlat.instrument._wrapper import TOOL_CALL_COUNT, TOOL_CALLS, is_patched
 from tests.fake_llm_fixtures import (
     TIMING,
     TOOLS,

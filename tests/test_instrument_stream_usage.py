@@ -18,7 +18,7 @@ import agentlat
 from agentlat import semconv as sc
 from agentlat.demo import FakeLLM
 from agentlat.instrument import openai as instrumentation
-from agentlat.instrument._wrapper import EXHAUSTED, STREAM_END
+from agentlat.instrument._streams import EXHAUSTED, STREAM_END
 from tests.fake_llm_fixtures import TIMING, assert_stream_timing, best_of, cleared, model_spans, only_model_span
 from tests.stream_surfaces import MODES
 

@@ -19,7 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agentlat import semconv as sc
 from agentlat.demo import FakeLLM, Received
 from agentlat.demo.fake_llm import plan
-from agentlat.instrument._wrapper import ABANDONED, CLOSED, EXHAUSTED, STREAM_END, TOOL_CALLS
+from agentlat.instrument._streams import ABANDONED, CLOSED, EXHAUSTED, STREAM_END
+from agentlat.instrument._wrapper import TOOL_CALLS
 from tests.fake_llm_fixtures import (
     TIMING,
     assert_near,

@@ -1,9 +1,9 @@
 """The one generic wrapper behind agentlat's client instrumentations.
 
 Owns: patching a client method (sync or async) so that each call is a ``ModelCall`` span, adding
-the W3C ``traceparent`` to the request, standing in for a streamed response so that each chunk is
-timed as the user receives it and the span ends however the stream ends (read to the end, closed by
-whoever holds it, failed, or dropped half-way), and undoing the patches. A provider module supplies
+the W3C ``traceparent`` to the request, handing a streamed response to a stand-in (``_streams``) that
+times each chunk as the user receives it and ends the span however the stream ends, and undoing the
+patches. A provider module supplies
 only an ``Endpoint``: how to read a whole response and the items of a stream.
 
 One HTTP request is one span, whichever way the SDK makes it: ``create`` is patched, and so are the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -33,12 +32,11 @@ from opentelemetry.propagate import inject
 from agentlat import semconv as sc
 from agentlat._model_call import ModelCall
 from agentlat._safety import guarded, report
+from agentlat.instrument._streams import Proxy, RawResponse, Watch, fail, is_raw_response, stream_proxy, watch_of
 
 # Attributes no standard covers (see agentlat.semconv: agentlat.* holds those).
 TOOL_CALLS = "agentlat.response.tool_calls"  # names of the tools the model asked to call, in order
 TOOL_CALL_COUNT = "agentlat.response.tool_call_count"
-STREAM_END = "agentlat.stream.end"  # how a streamed response ended
-EXHAUSTED, CLOSED, FAILED, ABANDONED = "exhausted", "closed", "error", "abandoned"  # values of STREAM_END
 
 _MARK = "__agentlat_patch__"  # on our wrappers: the _Patch they belong to
 _POSTED = "__agentlat_post__"  # on a resource's timed ``_post``: the SDK's own, which it calls
@@ -207,7 +205,7 @@ def _request(started: _Started, send: Callable[[dict[str, Any]], Any]) -> Any:
     try:
         result = send(started.kwargs)
     except BaseException as exc:
-        _fail(started.call, exc)
+        fail(started.call, exc)
         raise
     finally:
         _OWNED.reset(owned)
@@ -219,7 +217,7 @@ async def _request_async(started: _Started, send: Callable[[dict[str, Any]], Any
     try:
         result = await send(started.kwargs)
     except BaseException as exc:
-        _fail(started.call, exc)
+        fail(started.call, exc)
         raise
     finally:
         _OWNED.reset(owned)
@@ -258,11 +256,11 @@ def _holder_wrapper(patch: _Patch, attribute: str) -> Callable[..., Any]:
 def _adopt(holder: Any, attribute: str) -> None:
     """Time ``holder.<attribute>``, a stream built over the response of a stream we watch, in its place."""
     stream = getattr(holder, attribute, None)
-    if stream is None or isinstance(stream, _Proxy):
+    if stream is None or isinstance(stream, Proxy):
         return
-    watch = getattr(getattr(getattr(stream, "response", None), "close", None), _MARK, None)
-    if isinstance(watch, _Watch) and not watch.ended and isinstance(stream, watch.stream_types):
-        setattr(holder, attribute, _stream_proxy(stream, watch))
+    watch = watch_of(getattr(stream, "response", None))
+    if watch is not None and not watch.ended and isinstance(stream, watch.stream_types):
+        setattr(holder, attribute, stream_proxy(stream, watch))
 
 
 @guarded
@@ -371,11 +369,6 @@ def with_trace_header(headers: Any) -> dict[str, Any]:
     return {**carrier, **(headers or {})}
 
 
-def _fail(call: ModelCall, exc: BaseException) -> None:
-    """The request failed: the span ends with status Error and ``error.type``."""
-    call.__exit__(type(exc), exc, exc.__traceback__)
-
-
 def _complete(started: _Started, result: Any) -> Any:
     """What the caller receives: the result itself, or a stand-in for a stream or for the raw
     response of a streamed request."""
@@ -383,15 +376,20 @@ def _complete(started: _Started, result: Any) -> Any:
     try:
         if isinstance(result, started.endpoint.stream_types):
             _release(call)
-            return _stream_proxy(result, _Watch(call, started.endpoint, started.hides))
-        if started.stream and _is_raw_response(result):
+            return stream_proxy(result, _watch(started))
+        if started.stream and is_raw_response(result):
             _release(call)
-            return _RawResponse(result, _Watch(call, started.endpoint, started.hides))
+            return RawResponse(result, _watch(started))
         started.endpoint.read_response(result).apply(call)
     except Exception as exc:
         report(f"{__name__}._complete", exc)
     call.__exit__(None, None, None)
     return result
+
+
+def _watch(started: _Started) -> Watch:
+    endpoint = started.endpoint
+    return Watch(started.call, endpoint.new_reader(), endpoint.stream_types, started.hides)
 
 
 def _release(call: ModelCall) -> None:
@@ -400,272 +398,3 @@ def _release(call: ModelCall) -> None:
     token, call._token = call._token, None
     if token is not None:
         otel_context.detach(token)
-
-
-# --- streams -----------------------------------------------------------------------------
-
-
-def _is_raw_response(result: Any) -> bool:
-    """An SDK's raw response (``LegacyAPIResponse``, ``APIResponse``): ``parse()`` gives the stream."""
-    return callable(getattr(result, "parse", None)) and hasattr(result, "http_response")
-
-
-def _stream_proxy(stream: Any, watch: _Watch) -> _Proxy:
-    """The stand-in for an SDK stream, sync or async, hiding what ``watch.hides`` says."""
-    if hasattr(stream, "__anext__"):
-        return (_AsyncStream if watch.hides is None else _AsyncStreamHiding)(stream, watch)
-    return (_SyncStream if watch.hides is None else _SyncStreamHiding)(stream, watch)
-
-
-class _Watch:
-    """The open span of one streamed response; fed by its proxies, ended exactly once: by the
-    stream's end, its HTTP response closed by whoever holds it, or the last proxy dropped."""
-
-    __slots__ = ("_finalizers", "call", "ended", "hides", "reader", "reading", "stream_types")
-
-    def __init__(self, call: ModelCall, endpoint: Endpoint, hides: Callable[[Any], bool] | None = None) -> None:
-        self.call = call
-        self.reader = endpoint.new_reader()
-        if hasattr(self.reader, "call"):
-            self.reader.call = call  # type: ignore[attr-defined]
-        self.stream_types = endpoint.stream_types
-        self.hides = hides
-        self.ended = False
-        self.reading = False  # inside the stream's next(): a close then is the stream's own ending
-        self._finalizers: list[weakref.finalize] = []
-
-    def bind(self, proxy: _Proxy, response: Any) -> None:
-        """End the span when ``response`` (the stream's HTTP response) is closed outside a read, and
-        when every proxy bound is garbage-collected before the stream ended."""
-        self._finalizers.append(weakref.finalize(proxy, self._dropped))
-        _on_close(response, self)
-
-    def _dropped(self) -> None:
-        if all(not f.alive for f in self._finalizers):
-            self.end(ABANDONED)
-
-    def closed(self) -> None:
-        """The stream's HTTP response was closed: by a helper, the caller, or the SDK at the end."""
-        if not self.reading:
-            self.end(CLOSED)
-
-    @guarded
-    def item(self, item: Any) -> None:
-        if self.reader.feed(item):
-            self.call.chunk()
-
-    @guarded
-    def end(self, how: str, exc: BaseException | None = None) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        for finalizer in self._finalizers:
-            finalizer.detach()
-        self.reader.facts.apply(self.call)
-        self.call.set(STREAM_END, how)
-        if exc is None:
-            self.call.__exit__(None, None, None)
-        else:
-            _fail(self.call, exc)
-
-
-def _on_close(response: Any, watch: _Watch) -> None:
-    """Have closing ``response`` (an httpx response: ``close``, or ``aclose`` when async) tell
-    ``watch``: stream helpers close the response, not the stream we stand in for."""
-    for name in ("close", "aclose"):
-        close = getattr(response, name, None)
-        if close is None or getattr(close, _MARK, None) is not None:
-            continue
-        if inspect.iscoroutinefunction(close):
-
-            async def closing_async(close: Callable[[], Any] = close) -> None:
-                try:
-                    await close()
-                finally:
-                    watch.closed()
-
-            closing: Callable[[], Any] = closing_async
-        else:
-
-            def closing_sync(close: Callable[[], Any] = close) -> None:
-                try:
-                    close()
-                finally:
-                    watch.closed()
-
-            closing = closing_sync
-        setattr(closing, _MARK, watch)
-        try:
-            setattr(response, name, closing)
-        except (AttributeError, TypeError):  # a response that takes no attributes: dropping still ends the span
-            return
-
-
-class _Proxy:
-    """Stands in for an SDK stream: every attribute is the stream's, and ``isinstance`` sees the
-    stream's class; iteration and closing go through the watch."""
-
-    __slots__ = ("__weakref__", "_agentlat_stream", "_agentlat_watch")
-    _agentlat_stream: Any
-    _agentlat_watch: _Watch
-
-    def __init__(self, stream: Any, watch: _Watch) -> None:
-        object.__setattr__(self, "_agentlat_stream", stream)
-        object.__setattr__(self, "_agentlat_watch", watch)
-        response = getattr(stream, "http_response", None) or getattr(stream, "response", None)
-        watch.bind(self, response)
-
-    @property
-    def __class__(self) -> type:  # type: ignore[override]
-        return type(self._agentlat_stream)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._agentlat_stream, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._agentlat_stream, name, value)
-
-    def __repr__(self) -> str:
-        return repr(self._agentlat_stream)
-
-
-class _SyncStream(_Proxy):
-    __slots__ = ()
-
-    def __iter__(self) -> _SyncStream:
-        return self
-
-    def __next__(self) -> Any:
-        watch = self._agentlat_watch
-        watch.reading = True
-        try:
-            item = next(self._agentlat_stream)
-        except StopIteration:
-            watch.end(EXHAUSTED)
-            raise
-        except BaseException as exc:
-            watch.end(FAILED, exc)
-            raise
-        finally:
-            watch.reading = False
-        watch.item(item)
-        return item
-
-    def __enter__(self) -> _SyncStream:
-        self._agentlat_stream.__enter__()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> Any:
-        try:
-            return self._agentlat_stream.__exit__(*exc_info)
-        finally:
-            self._agentlat_watch.end(CLOSED)
-
-    def close(self) -> None:
-        try:
-            self._agentlat_stream.close()
-        finally:
-            self._agentlat_watch.end(CLOSED)
-
-
-class _AsyncStream(_Proxy):
-    __slots__ = ()
-
-    def __aiter__(self) -> _AsyncStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        watch = self._agentlat_watch
-        watch.reading = True
-        try:
-            item = await self._agentlat_stream.__anext__()
-        except StopAsyncIteration:
-            watch.end(EXHAUSTED)
-            raise
-        except BaseException as exc:
-            watch.end(FAILED, exc)
-            raise
-        finally:
-            watch.reading = False
-        watch.item(item)
-        return item
-
-    async def __aenter__(self) -> _AsyncStream:
-        await self._agentlat_stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        try:
-            return await self._agentlat_stream.__aexit__(*exc_info)
-        finally:
-            self._agentlat_watch.end(CLOSED)
-
-    async def close(self) -> None:
-        try:
-            await self._agentlat_stream.close()
-        finally:
-            self._agentlat_watch.end(CLOSED)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._agentlat_stream, name)
-        return self._closing(attr) if name == "aclose" else attr  # openai's streams have aclose, anthropic's not
-
-    def _closing(self, aclose: Callable[[], Any]) -> Callable[[], Any]:
-        async def closing() -> None:
-            try:
-                await aclose()
-            finally:
-                self._agentlat_watch.end(CLOSED)
-
-        return closing
-
-
-class _SyncStreamHiding(_SyncStream):
-    """A stream whose request the instrumentation changed: the items it added are not the caller's."""
-
-    __slots__ = ()
-
-    def __next__(self) -> Any:
-        item = _SyncStream.__next__(self)
-        while self._agentlat_watch.hides(item):  # type: ignore[misc]
-            item = _SyncStream.__next__(self)
-        return item
-
-
-class _AsyncStreamHiding(_AsyncStream):
-    __slots__ = ()
-
-    async def __anext__(self) -> Any:
-        item = await _AsyncStream.__anext__(self)
-        while self._agentlat_watch.hides(item):  # type: ignore[misc]
-            item = await _AsyncStream.__anext__(self)
-        return item
-
-
-class _RawResponse(_Proxy):
-    """Stands in for the raw response of a streamed request (``with_raw_response``,
-    ``with_streaming_response``): the stream ``parse()`` returns is timed; the span ends with it,
-    when the response is closed, or when both are dropped."""
-
-    __slots__ = ("_agentlat_parsed",)
-
-    def __init__(self, response: Any, watch: _Watch) -> None:
-        object.__setattr__(self, "_agentlat_parsed", None)
-        super().__init__(response, watch)
-
-    def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = self._agentlat_stream.parse(*args, **kwargs)
-        if inspect.isawaitable(parsed):
-            return self._parsed_async(parsed)
-        return self._stand_in(parsed)
-
-    async def _parsed_async(self, parsed: Any) -> Any:
-        return self._stand_in(await parsed)
-
-    def _stand_in(self, parsed: Any) -> Any:
-        watch = self._agentlat_watch
-        if watch.ended or not isinstance(parsed, watch.stream_types):
-            return parsed
-        if self._agentlat_parsed is None or self._agentlat_parsed._agentlat_stream is not parsed:
-            object.__setattr__(self, "_agentlat_parsed", _stream_proxy(parsed, watch))
-        return self._agentlat_parsed
