@@ -6,6 +6,8 @@ import asyncio
 import json
 import os
 import signal
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -73,9 +75,13 @@ NOT_IN_A_WORKER = (
 )  # fmt: skip
 
 
-def test_a_worker_imports_only_what_decoding_needs() -> None:
+def test_a_worker_imports_only_what_decoding_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker started as the server starts it, after decoding 1,000 GenAI spans, has imported
     neither the store nor chDB nor anything else the decoder does not use (collector/decode.py)."""
+    # A spawned worker first re-runs its parent's main module, and Streamlit's AppTest (test_dashboard_apptest)
+    # leaves a dashboard page as this process's __main__. An empty one stands in for the server's (the `agentlat`
+    # script, whose imports bench/decode_worker_footprint.py measures in a real server's worker).
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     ingestor = Ingestor(cast(Any, None), Limits(), cast(Any, None), decode_workers=1)
     try:
         [body] = build_requests(1)
