@@ -530,6 +530,26 @@ SETTINGS ttl_only_drop_parts = 1
 """
 
 
+# Spans-table codecs measured column by column (issue 21; `bench/storage.py --codecs`, docs/benchmarks.md):
+# the 10M spans of bench/query.py take 75.9 instead of 78.3 B/span, at no more insert CPU. ZSTD(1)
+# compresses a run of one value poorly (64 KiB of one 8-byte value to 2 KiB, ZSTD(3) to 26 bytes),
+# which is what the lengths of ids, scope names and versions are where String lengths have a stream
+# of their own (chDB's default); ZSTD(6) finds short, costly matches in random hex ids that ZSTD(3)
+# codes as literals. Times: T64 in bit mode, then ZSTD(3); latencies that vary little from one model
+# call to the next (ITL, decode): Gorilla. The other columns' codecs measured best already (migration
+# 6). Like migration 6, this changes only the codec of parts written from now on; existing parts keep
+# theirs until a merge rewrites them (OPTIMIZE TABLE otel_traces FINAL rewrites every part, at the
+# cost of reading and writing the whole table).
+SPANS_CODECS_V14: dict[str, tuple[str, ...]] = {
+    "ZSTD(3)": ("TraceId", "SpanId", "ConversationId", "ScopeName", "ScopeVersion"),
+    "T64('bit'), ZSTD(3)": ("Timestamp", "IngestedAt"),
+    "Gorilla, ZSTD(1)": ("DecodeMs", "ItlMeanMs", "ItlP50Ms", "ItlP95Ms"),
+}
+SPANS_CODECS_V14_DDL = "ALTER TABLE otel_traces " + ",\n    ".join(
+    f"MODIFY COLUMN {column} CODEC({codec})" for codec, columns in SPANS_CODECS_V14.items() for column in columns
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -551,6 +571,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "exact values of small rollup groups", ROLLUP_EXACT),
     Migration(12, "GenAI events and gen_ai.* metric points (OTLP logs and metrics)", (EVENTS_DDL, METRIC_POINTS_DDL)),
     Migration(13, "streamed tool-call dispatch per trace", (TRACE_DISPATCH_COLUMNS,)),
+    Migration(14, "spans storage: codecs measured per column", (SPANS_CODECS_V14_DDL,)),
 )
 
 LEDGER_DDL = """

@@ -1,8 +1,9 @@
-"""Migration 6, the spans table's storage layout: codecs per column and the skip indexes kept.
+"""Migrations 6 and 14, the spans table's storage layout: codecs per column and the skip indexes kept.
 
-The layout's figures (bytes per span, insert rows/s) come from ``python bench/storage.py``;
-these tests pin what the migration sets, that it applies again without effect, and that a
-store holding spans from before it upgrades with its data readable.
+The layout's figures (bytes per span, insert µs per span, each codec's cost) come from
+``python bench/storage.py`` (``--codecs``, ``--insert-reps``); these tests pin what the migrations
+set, that they apply again without effect, and that a store holding spans from before them upgrades
+with its data readable, and unchanged once its parts are rewritten with the new codecs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from agentlat.store.migrations import (
     _LAYOUT_CODECS,
     MIGRATIONS,
     SPANS_CODECS_DDL,
+    SPANS_CODECS_V14,
+    SPANS_CODECS_V14_DDL,
     SPANS_DDL,
     SPANS_DROP_INDEXES_DDL,
     SPANS_REBUILD,
@@ -32,15 +35,23 @@ from agentlat.store.migrations import (
 from agentlat.store.schema import LATENCY_COLUMNS
 from tests.span_tables import span_batch
 
+# A fresh store's codecs: migration 6's, then 14's where it changed them.
 EXPECTED_CODECS = {
     "SpanAttributes": "CODEC(ZSTD(6))",
     "ResourceAttributes": "CODEC(ZSTD(6))",
-    "TraceId": "CODEC(ZSTD(6))",
-    "ConversationId": "CODEC(ZSTD(6))",
+    "TraceId": "CODEC(ZSTD(3))",  # 14 (was ZSTD(6))
+    "SpanId": "CODEC(ZSTD(3))",  # 14 (was ZSTD(1))
+    "ConversationId": "CODEC(ZSTD(3))",  # 14 (was ZSTD(6))
+    "ScopeName": "CODEC(ZSTD(3))",  # 14 (was ZSTD(1))
+    "ScopeVersion": "CODEC(ZSTD(3))",  # 14 (was ZSTD(1))
     "ParentSpanId": "CODEC(ZSTD(3))",
-    "Timestamp": "CODEC(T64, ZSTD(1))",
+    "Timestamp": "CODEC(T64('bit'), ZSTD(3))",  # 14 (was T64, ZSTD(1))
     "Duration": "CODEC(T64, ZSTD(1))",
-    "IngestedAt": "CODEC(T64, ZSTD(1))",
+    "IngestedAt": "CODEC(T64('bit'), ZSTD(3))",  # 14 (was T64, ZSTD(1))
+    "DecodeMs": "CODEC(Gorilla(8), ZSTD(1))",  # 14 (was ZSTD(1))
+    "ItlMeanMs": "CODEC(Gorilla(8), ZSTD(1))",  # 14
+    "ItlP50Ms": "CODEC(Gorilla(8), ZSTD(1))",  # 14
+    "ItlP95Ms": "CODEC(Gorilla(8), ZSTD(1))",  # 14
     "StallCount": "CODEC(T64, ZSTD(1))",
     "InputTokens": "CODEC(T64, ZSTD(1))",
     "OutputTokens": "CODEC(T64, ZSTD(1))",
@@ -49,11 +60,11 @@ EXPECTED_CODECS = {
     "ReasoningTokens": "CODEC(T64, ZSTD(1))",
     "SpecProposedTokens": "CODEC(T64, ZSTD(1))",
     "SpecAcceptedTokens": "CODEC(T64, ZSTD(1))",
-    # unchanged: random ids and floats compress no further
-    "SpanId": "CODEC(ZSTD(1))",
+    # unchanged: measured best as they are (bench/storage.py --codecs)
     "ToolCallId": "CODEC(ZSTD(1))",
     "TtftMs": "CODEC(ZSTD(1))",
-    "ItlMeanMs": "CODEC(ZSTD(1))",
+    "ItlMaxMs": "CODEC(ZSTD(1))",
+    "SpanName": "CODEC(ZSTD(1))",
 }
 EXPECTED_INDEXES = {"idx_trace_id": "bloom_filter(0.001)", "idx_duration": "minmax"}
 
@@ -81,13 +92,22 @@ def test_layout_migration_is_version_6() -> None:
     assert [m.version for m in MIGRATIONS] == sorted(m.version for m in MIGRATIONS)
 
 
+def test_the_codecs_migration_is_version_14_and_changes_only_codecs() -> None:
+    [measured] = [m for m in MIGRATIONS if m.version == 14]
+    assert measured.statements == (SPANS_CODECS_V14_DDL,)
+    changed = [column for columns in SPANS_CODECS_V14.values() for column in columns]
+    assert len(changed) == len(set(changed))
+    commands = SPANS_CODECS_V14_DDL.removeprefix("ALTER TABLE otel_traces ").split(",\n    ")
+    assert [c.split(" CODEC(")[0] for c in commands] == [f"MODIFY COLUMN {column}" for column in changed]
+
+
 def test_a_fresh_store_has_the_layout(embedded_store: Store) -> None:
     assert codecs(embedded_store) == EXPECTED_CODECS
     assert indexes(embedded_store) == EXPECTED_INDEXES
 
 
-def test_the_layout_migration_applies_again_without_effect(embedded_store: Store) -> None:
-    for statement in (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL):
+def test_the_layout_migrations_apply_again_without_effect(embedded_store: Store) -> None:
+    for statement in (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL, SPANS_CODECS_V14_DDL):  # 6, then 14
         embedded_store.backend.execute(statement)
     assert codecs(embedded_store) == EXPECTED_CODECS
     assert indexes(embedded_store) == EXPECTED_INDEXES
@@ -103,7 +123,10 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
         "ALTER TABLE `agentlat`.otel_traces MODIFY",
         "ALTER TABLE `agentlat`.otel_traces_local DROP",
         "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_local MODIFY",  # migration 9
+        "ALTER TABLE `agentlat`.otel_traces_local MODIFY",  # migration 14
+        "ALTER TABLE `agentlat`.otel_traces MODIFY",
     ]
+    assert "MODIFY COLUMN Timestamp CODEC(T64('bit'), ZSTD(3))" in alters[-1]
 
 
 # A store at ``data`` with the migrations before VERSION applied and recorded, as an older release left it.
@@ -175,7 +198,7 @@ import numpy as np
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import Store
 from agentlat.store.backends import ChdbBackend
-from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, SPANS_REBUILD, with_ttl
+from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, SPANS_CODECS_V14, SPANS_REBUILD, with_ttl
 from bench.ingest import build_requests
 from bench.query import generate
 
@@ -218,11 +241,15 @@ def ingested(final):  # each span's IngestedAt values: of every stored copy, or 
     return {(r["ProjectId"], r["TraceId"], r["SpanId"]): r["values"] for r in query(INGESTED.format(final=final))}
 
 
+# Migration 14, which the migrator applies after 9, changes these columns' codecs (test_a_fresh_store_has_the_layout).
+LATER_CODECS = {column for columns in SPANS_CODECS_V14.values() for column in columns}
+
+
 def state():
     trace_ids = [r["TraceId"] for r in query("SELECT DISTINCT ProjectId, TraceId FROM otel_traces ORDER BY TraceId")]
     project = {r["TraceId"]: r["ProjectId"] for r in query("SELECT DISTINCT ProjectId, TraceId FROM otel_traces")}
     return {
-        "columns": query(COLUMNS),
+        "columns": [c | {"compression_codec": "(14)"} if c["name"] in LATER_CODECS else c for c in query(COLUMNS)],
         "indexes": query(INDEXES),
         "engine": query(TABLE.format(what="engine, partition_key, sorting_key"))[0],
         "ttl": query(TABLE.format(what="engine_full"))[0]["engine_full"].split(" TTL ")[1].split(" SETTINGS ")[0],
@@ -365,6 +392,96 @@ def test_cluster_mode_rebuilds_the_local_tables_through_the_distributed_ones() -
         "INSERT INTO `agentlat`.agentlat_migrations",  # its ledger row
     ]
     assert "ENGINE = Distributed('prod', 'agentlat', 'otel_traces_v9_local', cityHash64(TraceId))" in statements[5]
+
+
+# --- migration 14: codecs measured per column --------------------------------------------------
+CODECS_UPGRADE = (
+    """
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from agentlat.store import Store
+from agentlat.store.backends import ChdbBackend
+from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, with_ttl
+from bench.query import generate
+
+data = Path(sys.argv[1])
+"""
+    + MIGRATED_BEFORE.replace("VERSION", "14")
+    + """
+store = Store(backend, ttl_days=30)
+now = int(time.time())
+spans = generate(np.random.default_rng(14), 200, now - 2 * 86_400, now - 600)[0]  # 2,000 spans over 2 days
+for part in range(4):  # four inserts: parts the OPTIMIZE below merges into new ones
+    store.insert_spans(spans.slice(part * 500, 500))
+trace_id = spans.column("TraceId")[0].as_py()
+CODECS = (
+    "SELECT name, compression_codec FROM system.columns "
+    "WHERE database = currentDatabase() AND table = 'otel_traces' ORDER BY position"
+)
+
+
+def codecs():
+    return {r["name"]: r["compression_codec"] for r in backend.query_arrow(CODECS).to_pylist()}
+
+
+def stored():
+    rows = backend.query_arrow("SELECT * FROM otel_traces ORDER BY ProjectId, TraceId, SpanId").to_pylist()
+    return rows, store.trace_spans("default", trace_id)
+
+
+codecs_before, before = codecs(), stored()
+applied = store.migrate()
+codecs_after, migrated = codecs(), stored()
+backend.execute("OPTIMIZE TABLE otel_traces FINAL")  # every part rewritten, now with the new codecs
+rewritten = stored()
+parts = backend.query_arrow(
+    "SELECT count() AS n FROM system.parts WHERE active AND database = currentDatabase() AND table = 'otel_traces'"
+).column("n")[0].as_py()
+newest = generate(np.random.default_rng(15), 1, now - 30, now - 20)[0]
+store.insert_spans(newest)
+print(json.dumps({
+    "applied": applied,
+    "changed": {c: [codecs_before[c], codecs_after[c]] for c in codecs_after if codecs_before[c] != codecs_after[c]},
+    "same after migrating": migrated == before,
+    "same after rewriting": rewritten == before,
+    "spans": len(before[0]),
+    "trace spans": len(before[1]),
+    "parts after OPTIMIZE": parts,
+    "newest trace spans": len(store.trace_spans("default", newest.column("TraceId")[0].as_py())),
+}))
+"""
+)
+
+MIGRATION_6_CODECS = {column: f"CODEC({codec})" for codec, columns in _LAYOUT_CODECS.items() for column in columns}
+
+
+def test_a_store_from_before_14_gains_the_codecs_with_every_value_kept(tmp_path: Path) -> None:
+    """Migration 14 changes codecs only: the spans written before it read the same right after it and
+    once OPTIMIZE FINAL has rewritten every part with the new codecs; new spans go in and read back."""
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CODECS_UPGRADE), str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=170,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["applied"] == [m.version for m in MIGRATIONS if m.version >= 14]
+    changed = [column for columns in SPANS_CODECS_V14.values() for column in columns]
+    assert result["changed"] == {
+        column: [MIGRATION_6_CODECS.get(column, "CODEC(ZSTD(1))"), EXPECTED_CODECS[column]] for column in changed
+    }
+    assert result["same after migrating"] and result["same after rewriting"]
+    assert (result["spans"], result["trace spans"]) == (2000, 10)
+    assert result["parts after OPTIMIZE"] <= 3  # one per day the spans cover
+    assert result["newest trace spans"] == 10
 
 
 def test_latencies_are_stored_to_a_1024th_of_a_millisecond(embedded_store: Store) -> None:
