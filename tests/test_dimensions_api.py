@@ -154,11 +154,19 @@ def test_a_route_of_two_services_is_two_rows_with_group_by_service(tmp_path: Pat
         spans = [span for i in range(3) for span in checkout_trace(base + i * 2000 * MS, 1000.0, 100.0, 10.0, 250)]
         spans += [replace(span, service="web") for span in checkout_trace(base, 2000.0, 300.0, 10.0, None)]
         ingest(server, spans)
-        assert wait_for(lambda: rows(server, "route", source="rollups").get("/checkout", {}).get("count") == 4)
-        for source in ("spans", "rollups"):
+
+        def by_service(source: str) -> dict[tuple[str, str], dict]:
             body = server.get("/api/v1/dimensions", dimension="route", group_by="service", window="1h", source=source)
             assert body.json()["group_by"] == ["service"]
-            found = {(r["service"], r["name"]): r for r in body.json()["rows"]}
+            return {(r["service"], r["name"]): r for r in body.json()["rows"]}
+
+        def analysed_everywhere() -> bool:  # the web trace analysed and rolled up, not only its spans stored
+            found = [by_service(source).get(("web", "/checkout"), {}) for source in ("spans", "rollups")]
+            return all(row and row["metrics"]["e2e"]["p50"] is not None for row in found)
+
+        assert wait_for(analysed_everywhere, timeout=60)
+        for source in ("spans", "rollups"):
+            found = by_service(source)
             assert list(found) == [("shop", "/checkout"), ("web", "/checkout")], source  # most requests first
             assert found["shop", "/checkout"]["count"] == 3 and found["web", "/checkout"]["count"] == 1
             assert found["web", "/checkout"]["metrics"]["e2e"]["p50"] == 2000.0
