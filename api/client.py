@@ -94,6 +94,8 @@ class ApiClient:
         key = (api_key or os.environ.get(ENV_KEY, "")).strip()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        # fetch's threads, started on first use and kept: starting threads for every page's calls costs
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="agentlat-api")
 
     # --- the command line: full paths ----------------------------------------------------
     def get(self, path: str, **params: Any) -> Answer:
@@ -113,8 +115,9 @@ class ApiClient:
 
     def fetch(self, calls: list[Call]) -> list[Answer | ApiError]:
         """Run ``calls`` concurrently; each result is the answer or the ``ApiError`` it raised."""
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(calls)))) as pool:
-            return list(pool.map(self._answer, calls))
+        if len(calls) < 2:
+            return [self._answer(call) for call in calls]
+        return list(self._pool.map(self._answer, calls))
 
     def _answer(self, call: Call) -> Answer | ApiError:
         try:
@@ -123,6 +126,7 @@ class ApiClient:
             return exc
 
     def close(self) -> None:
+        self._pool.shutdown()
         self._client.close()
 
     def __enter__(self) -> ApiClient:

@@ -244,7 +244,7 @@ def parse_query(text: str) -> list[Figure]:
         if m:
             fig, unit = m.group("fig"), m.group("unit")
             figures.append(Figure(f"query: {fig}", number(m.group("val")), unit, number(m.group("tgt")), "<=", at))
-    return figures + parse_pages(text, at)
+    return figures + parse_pages(text, at) + parse_browser(text, at)
 
 
 def parse_pages(text: str, at: str) -> list[Figure]:
@@ -261,3 +261,16 @@ def parse_pages(text: str, at: str) -> list[Figure]:
             worst[m.group(1)] = max(worst.get(m.group(1), 0.0), number(m.group(2)))
     note = f"worst of windows {', '.join(windows)} {at}".strip()
     return [Figure(f"dashboard page: {page}, p50", ms, "ms", target, "<", note) for page, ms in worst.items()]
+
+
+def parse_browser(text: str, at: str) -> list[Figure]:
+    """bench/dashboard_browser.py's figures: the p50 of each page in a browser (first page, each switch) with its
+    target, the max in the note."""
+    figures = []
+    row = re.compile(rf"^browser: (.+?)\s{{2,}}({NUMBER})\s+({NUMBER})\s+<= ({NUMBER}) ms\s+(ok|OVER)$")
+    for line in text.splitlines():
+        if m := row.match(line.strip()):
+            name, p50, worst, target = m.group(1), number(m.group(2)), number(m.group(3)), number(m.group(4))
+            note = f"max {worst:,.0f} ms {at}".strip()
+            figures.append(Figure(f"browser: {name}, p50", p50, "ms", target, "<=", note))
+    return figures

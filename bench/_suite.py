@@ -60,6 +60,7 @@ class Sizes:
     spans: int
     reps: int
     pages_rounds: int
+    browser_rounds: int
     clients: int
 
 
@@ -71,6 +72,7 @@ def sizes(args: argparse.Namespace) -> Sizes:
         spans=args.spans or (200_000 if quick else 1_000_000),
         reps=3 if quick else 10,
         pages_rounds=2 if quick else 5,
+        browser_rounds=2 if quick else 5,
         clients=args.clients,
     )
 
@@ -110,8 +112,12 @@ def plan(s: Sizes, logs: Path, meta: dict[str, object]) -> list[Step]:
         ),
         Step(
             "query",
-            f"query API and dashboard pages at {s.spans:,} spans",
-            [*py, "bench/query.py", *_opts(spans=s.spans, reps=s.reps, pages_rounds=s.pages_rounds)],
+            f"query API and dashboard pages (queries, browser) at {s.spans:,} spans",
+            [
+                *py,
+                "bench/query.py",
+                *_opts(spans=s.spans, reps=s.reps, pages_rounds=s.pages_rounds, browser_rounds=s.browser_rounds),
+            ],
             parse_query,
         ),
     ]

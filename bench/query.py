@@ -1,7 +1,9 @@
 """Query latency and storage at scale: realistic spans generated in bulk straight into the store.
 
 Issue targets: at most 100 ms per panel query and 50 ms for a trace by id at 10M spans over 7 days,
-at most 80 bytes per realistic span on disk, and each dashboard page's queries under 300 ms::
+at most 80 bytes per realistic span on disk, each dashboard page's queries under 300 ms
+(bench/dashboard_queries.py), and in a browser the dashboard's first page within 2 s and a page switch
+within 1 s (bench/dashboard_browser.py)::
 
     python bench/query.py --spans 10000000 [--data /tmp/agentlat-query] [--keep] [--reps 10]
 
@@ -530,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=10, help="timed repetitions per query, after one warm-up")
     parser.add_argument("--seed", type=int, default=20_260_101)
     parser.add_argument("--pages-rounds", type=int, default=5, help="rounds for bench/dashboard_queries.py (0: skip)")
+    parser.add_argument("--browser-rounds", type=int, default=5, help="rounds for bench/dashboard_browser.py (0: skip)")
     args = parser.parse_args(argv)
     data = args.data or Path(tempfile.mkdtemp(prefix="agentlat-query-", dir="/tmp")) / "data"
     if data.exists() and any(data.iterdir()):
@@ -589,6 +592,16 @@ def main(argv: list[str] | None = None) -> int:
                 noise = "No runtime found"  # streamlit's cache outside a streamlit app
                 errors = "".join(line for line in run.stderr.splitlines(True) if noise not in line)[-2000:]
                 pages += f"\n$ dashboard_queries.py --window {window} (exit {run.returncode})\n{run.stdout}{errors}"
+        if args.browser_rounds:
+            print("timing the dashboard in a browser ...", flush=True)
+            script = Path(__file__).with_name("dashboard_browser.py")
+            run = subprocess.run(
+                [sys.executable, str(script), "--api", url, "--rounds", str(args.browser_rounds)],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).resolve().parent.parent,
+            )
+            pages += f"\n$ dashboard_browser.py (exit {run.returncode})\n{run.stdout}{run.stderr[-2000:]}"
         print(f"\n{loaded['spans']:,} spans ({loaded['traces']:,} traces) over 7 days; measured right after ingest")
         print(
             f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after the query timings "

@@ -6,6 +6,7 @@ route apply to all of them and live in the URL with each page's own filters.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -24,6 +25,8 @@ FAVICON = Path(__file__).with_name("favicon.png")
 
 
 def main() -> None:
+    started = time.time()
+    ui.await_warm_up()
     st.set_page_config(page_title="agentlat", page_icon=str(FAVICON), layout="wide")
     pages = [
         st.Page(path, title=title, icon=icon, url_path=url, default=i == 0)
@@ -31,7 +34,12 @@ def main() -> None:
     ]
     page = st.navigation(pages)
     ui.sidebar()
-    page.run()
+    sidebar_done = time.time()
+    try:
+        page.run()
+    finally:
+        ui.log_run(page.url_path or "overview", started, sidebar_done)
+        ui.warm_up()  # after the first page: what the other pages import
 
 
 main()

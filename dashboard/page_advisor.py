@@ -13,6 +13,7 @@ from agentlat.api.models import Finding
 from agentlat.dashboard import figures, fmt, ui
 from agentlat.dashboard.state import Scope, describe_window
 
+CHARTED = 3  # findings drawn with an evidence chart: the browser takes ~100 ms a plotly chart, the ranking shows all
 NO_FINDINGS = (
     "**No findings in {window}: no lever to pull.** The advisor looks at routes with at least 20 model calls "
     "or 10 traces in the window; with less data it says nothing."
@@ -45,13 +46,16 @@ def _finding(rank: int, finding: Finding) -> None:
         st.markdown(f"#### {rank}. {finding.title}")
         st.caption(f"route {finding.route} · {finding.kind.replace('_', ' ')}")
         st.markdown(f"**Lever:** {finding.lever}")
-        numbers, chart, facts = st.columns([2, 3, 2], gap="medium")
+        if rank <= CHARTED:
+            numbers, chart, facts = st.columns([2, 3, 2], gap="medium")
+            chart.plotly_chart(figures.evidence(finding), key=f"evidence_{rank}")
+        else:
+            numbers, facts = st.columns([2, 5], gap="medium")
         numbers.metric("Saves per request", fmt.ms(finding.saving_ms_per_request))
         numbers.metric("Saved over the window", f"{finding.total_saving_s:,.1f} s")
         numbers.metric("Requests", fmt.count(finding.requests))
         numbers.caption(finding.saving_basis)
-        chart.plotly_chart(figures.evidence(finding), key=f"evidence_{rank}")
-        facts.dataframe(evidence_table(finding), hide_index=True, width="stretch", key=f"facts_{rank}")
+        facts.table(evidence_table(finding), hide_index=True)  # static: lighter to draw than a data grid
 
 
 def render() -> None:

@@ -1,9 +1,21 @@
 """Streamlit pieces every page shares: the API connection, cached fetching, the sidebar
 scope, error and empty states, and budget-coloured latency tiles. Answers are the query API's
-models (``agentlat.api.models``), read with attributes."""
+models (``agentlat.api.models``), read with attributes.
+
+And what keeps pages quick to open (issue 18, measured by bench/dashboard_browser.py): the
+imports of the table pages warmed up in the background, the browser's chart and table code
+loaded while it is idle, and each script run's times logged on request."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
 from typing import TypeVar
 
 import streamlit as st
@@ -15,8 +27,45 @@ from agentlat.dashboard.budgets import LEVEL_BADGE, BudgetBook, level
 from agentlat.dashboard.state import DEFAULT_WINDOW, WINDOWS, Scope, describe_window, is_window, url_select
 
 CACHE_SECONDS = 10
+TIMINGS_ENV = "AGENTLAT_DASHBOARD_TIMINGS"  # a file: one JSON line per script run (bench/dashboard_browser.py)
 BUDGETS_HELP = "start the server with `--budgets FILE` (see docs/budgets.md)"
 A = TypeVar("A", bound=Answer)
+_run = threading.local()  # this script run's time in fetch (each run has its own thread)
+# Streamlit's browser code loads what draws plotly charts (4.7 MB, ~1 s to compile and run on 2 cores) and tables
+# only when a page first shows one. Asked for once the page is drawn and the browser idle (a person reading it), they
+# are ready before the pages that need them; asked for earlier, they slow the first page down. Names as Streamlit's
+# build calls these chunks; one not found is skipped (tests/test_dashboard_figures.py checks they are found).
+LAZY_CHUNKS = ("PlotlyChart", "DataFrame")
+_PRELOAD = """<script>(() => {
+  const entry = document.querySelector('script[type="module"][src*="/static/js/index."]');
+  if (!entry || window.__agentlatPreload) return;
+  window.__agentlatPreload = true;
+  const began = Date.now();
+  let ran = false;  // drawn: the page's script seen running, then done, and every chart and table drawn
+  const undrawn = (element, drawing) => [...document.querySelectorAll(`[data-testid="${element}"]`)]
+    .some(e => !e.querySelector(drawing));
+  const pending = () => undrawn('stPlotlyChart', '.main-svg') || undrawn('stDataFrame', 'canvas');
+  const drawn = () => new Promise(done => {
+    const check = () => {
+      const app = document.querySelector('[data-testid="stApp"]');
+      const running = app && app.getAttribute('data-test-script-state') === 'running';
+      ran = ran || running;
+      if ((ran && !running && !pending()) || Date.now() - began > 15000) done(); else setTimeout(check, 100);
+    };
+    check();
+  });
+  const idle = () => new Promise(done => (window.requestIdleCallback || (f => setTimeout(f, 1000)))(done));
+  let loaded = drawn();
+  for (const name of %s) {
+    loaded = loaded.then(idle).then(() => import(new URL(name, entry.src).href)).catch(() => {});
+  }
+})();</script>"""
+
+# What the pages after the first need and the Overview does not (pandas for tables, its Styler, Arrow): imported in the
+# background once the process's first page has run, so the first switch to a table does not wait ~0.5 s for them.
+WARM_UP = ("numpy", "pyarrow", "pandas", "pandas.io.formats.style")
+_warm_up_lock = threading.Lock()
+_warm_up: threading.Thread | None = None
 
 
 @st.cache_resource(show_spinner=False)
@@ -31,10 +80,44 @@ def _fetch(base_url: str, calls: tuple[Call, ...]) -> list[Answer | ApiError]:
 
 def fetch(calls: dict[str, Call]) -> dict[str, Answer | ApiError]:
     """Run named calls at once (answers cached for a few seconds, failures never)."""
+    started = time.perf_counter()
     results = _fetch(api_url(), tuple(calls.values()))
     if any(isinstance(r, ApiError) and (r.status == 0 or r.status >= 500) for r in results):
         _fetch.clear()
+    _run.fetch_s = getattr(_run, "fetch_s", 0.0) + time.perf_counter() - started
     return dict(zip(calls, results, strict=True))
+
+
+def log_run(page: str, started: float, sidebar_done: float) -> None:
+    """With ``AGENTLAT_DASHBOARD_TIMINGS`` set, append this script run's times (epoch seconds; ms in fetch) to
+    that file."""
+    fetch_s, _run.fetch_s = getattr(_run, "fetch_s", 0.0), 0.0
+    path = os.environ.get(TIMINGS_ENV)
+    if path:
+        run = {"page": page, "start": started, "sidebar": sidebar_done, "end": time.time(), "fetch_ms": fetch_s * 1000}
+        with open(path, "a") as out:
+            out.write(json.dumps(run) + "\n")
+
+
+def warm_up() -> None:
+    """Import ``WARM_UP`` in a background thread, once per process."""
+    global _warm_up
+    with _warm_up_lock:
+        if _warm_up is None:
+            _warm_up = threading.Thread(target=_import_warm_up, name="agentlat-warm-up", daemon=True)
+            _warm_up.start()
+
+
+def _import_warm_up() -> None:
+    for name in WARM_UP:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def await_warm_up() -> None:
+    """Wait for a warm-up still importing: two threads importing one package at once can fail (a deadlock error)."""
+    if _warm_up is not None:
+        _warm_up.join()
 
 
 def require(result: A | ApiError) -> A:
@@ -101,6 +184,20 @@ def sidebar_call(window: str) -> Call:
     return Call.of("/groups", group_by="service,route", window=window)
 
 
+@functools.cache
+def lazy_chunks() -> tuple[str, ...]:
+    """File names of ``LAZY_CHUNKS`` in the installed Streamlit's browser build (those found once each)."""
+    built = Path(st.__file__).parent / "static" / "static" / "js"
+    found = [sorted(p.name for p in built.glob(f"{stem}.*.js")) for stem in LAZY_CHUNKS]
+    return tuple(names[0] for names in found if len(names) == 1)
+
+
+def preload_chunks() -> None:
+    """Have the browser load ``lazy_chunks()`` one by one when it is idle (once per page load)."""
+    if chunks := lazy_chunks():
+        st.html(_PRELOAD % json.dumps(chunks), unsafe_allow_javascript=True)
+
+
 def sidebar() -> Scope:
     """Window, service and route pickers in the sidebar, bound to the URL; options from the API."""
     with st.sidebar:
@@ -117,6 +214,7 @@ def sidebar() -> Scope:
         route = url_select("Route", "route", routes, format_func=lambda r: r or "all routes")
         if st.button("Refresh", icon=":material/refresh:", width="stretch"):
             _fetch.clear()
+        preload_chunks()
     chosen = Scope(window, service, route)
     st.session_state["_scope"] = chosen
     return chosen

@@ -19,22 +19,12 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from agentlat.dashboard import fmt
 from agentlat.demo.runner import demo_file
+from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.dashboard_data import start_known_server
 from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, wait_for
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "dashboard"
 RENDER_TIMEOUT_MS = 45_000
 PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"], [role="dialog"]'
@@ -370,6 +360,23 @@ def test_dashboard_command_help() -> None:
         assert option in result.stdout
     up = subprocess.run([AGENTLAT, "up", "--help"], capture_output=True, text=True, check=True, env=wide)
     assert "--dashboard-port" in up.stdout
+
+
+def loaded_scripts(page: Page) -> list[str]:
+    """File names of the scripts the page has fetched (the resource timeline: dynamic imports included)."""
+    return page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name.split('/').pop())")
+
+
+def test_chart_and_table_code_is_preloaded_after_the_first_page(page: Page, dashboard: str) -> None:
+    """Streamlit's chart code is fetched after a page without charts is drawn, and its table code after the
+    Overview (no table), so the first switch to a page that needs one does not wait for it."""
+    for path, texts, expected, chunk in (
+        ("/routes?window=1h", ["Routes & models"], {"cells": ["/checkout"]}, "PlotlyChart."),
+        ("/?window=1h", ["Overview"], {"charts": 2}, "DataFrame."),
+    ):
+        page.goto(f"{dashboard}{path}")
+        settle(page, texts=texts, **expected)  # type: ignore[arg-type]
+        wait_for(lambda c=chunk: any(n.startswith(c) for n in loaded_scripts(page)), timeout=30, interval=0.2)
 
 
 def test_no_request_leaves_the_machine(page: Page, dashboard: str) -> None:

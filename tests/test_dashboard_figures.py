@@ -31,7 +31,7 @@ from agentlat.api.models import (
 )
 from agentlat.api.windows import TimeRangeError
 from agentlat.cli.dashboard import streamlit_command
-from agentlat.dashboard import figures, fmt
+from agentlat.dashboard import figures, fmt, ui
 from agentlat.dashboard.budgets import LEVEL_COLOURS, NEUTRAL, BudgetBook, colour, level
 from agentlat.dashboard.page_advisor import evidence_table
 from agentlat.dashboard.page_budgets import records
@@ -202,6 +202,29 @@ def test_streamlit_command_binds_loopback() -> None:
     pairs = dict(zip(command[5::2], command[6::2], strict=False))
     assert pairs["--server.address"] == "127.0.0.1" and pairs["--server.port"] == "8599"
     assert pairs["--server.headless"] == "true" and pairs["--browser.gatherUsageStats"] == "false"
+    assert pairs["--server.fileWatcherType"] == "none" and pairs["--server.runOnSave"] == "false"
+
+
+def test_the_browser_code_preloaded_is_in_the_installed_streamlit() -> None:
+    """A Streamlit upgrade that renames its chart or table chunks must fail here, not silently stop preloading."""
+    chunks = ui.lazy_chunks()
+    assert [name.split(".")[0] for name in chunks] == ["PlotlyChart", "DataFrame"]
+    assert all(name.endswith(".js") for name in chunks)
+
+
+def test_each_script_run_is_logged_on_request(tmp_path, monkeypatch) -> None:
+    log = tmp_path / "runs.jsonl"
+    ui.log_run("overview", 100.0, 100.5)  # not asked for: nothing written
+    assert not log.exists()
+    monkeypatch.setenv(ui.TIMINGS_ENV, str(log))
+    ui.log_run("overview", 100.0, 100.5)
+    ui.log_run("routes", 200.0, 200.25)
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["page"], r["start"], r["sidebar"], r["fetch_ms"]) for r in runs] == [
+        ("overview", 100.0, 100.5, 0.0),
+        ("routes", 200.0, 200.25, 0.0),
+    ]
+    assert all(r["end"] >= r["sidebar"] for r in runs)
 
 
 # --- figures --------------------------------------------------------------------------
