@@ -11,7 +11,7 @@ import io
 import os
 import queue
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,6 +63,7 @@ def holder_of(data_dir: Path) -> int | None:
 
 
 Params = dict[str, Any]
+Settings = Mapping[str, int]  # ClickHouse settings of one statement
 
 
 class Backend(Protocol):
@@ -72,7 +73,7 @@ class Backend(Protocol):
 
     def query_arrow(self, sql: str, params: Params | None = None) -> pa.Table: ...
 
-    def insert_arrow(self, table: str, data: pa.Table) -> None: ...
+    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -137,14 +138,18 @@ class ChdbBackend:
             return pa.table({})
         return from_arrow_stream(payload)
 
-    def insert_arrow(self, table: str, data: pa.Table) -> None:
+    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
         # Not chDB's send_insert: when a part cannot be written (a full disk) it still reports the
         # rows written and they are lost silently. INSERT ... SELECT from the Arrow table raises.
         arrow_batch = data  # noqa: F841 - chDB's Python() table function finds it by name in this frame
         columns = ", ".join(f"`{name}`" for name in data.column_names)
+        clause = ", ".join(f"{name} = {int(value)}" for name, value in (settings or {}).items())
         with self._handle() as handle:
             try:
-                handle.query(f"INSERT INTO {table} ({columns}) SELECT * FROM Python(arrow_batch)")
+                handle.query(
+                    f"INSERT INTO {table} ({columns}) SELECT * FROM Python(arrow_batch)"
+                    + (f" SETTINGS {clause}" if clause else "")
+                )
             except Exception as exc:
                 raise _chdb_error(f"insert into {table} failed: {exc}") from None
 
@@ -228,8 +233,8 @@ class ClickHouseBackend:
     def query_arrow(self, sql: str, params: Params | None = None) -> pa.Table:
         return self._call(self._client.query_arrow, sql, parameters=params or None)
 
-    def insert_arrow(self, table: str, data: pa.Table) -> None:
-        self._call(self._client.insert_arrow, table, data)
+    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
+        self._call(self._client.insert_arrow, table, data, settings=dict(settings or {}))
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError

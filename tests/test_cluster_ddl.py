@@ -369,7 +369,7 @@ class RecordingBackend:
             return pa.table({"db": ["agentlat"]})
         raise AssertionError(sql)
 
-    def insert_arrow(self, table: str, data: pa.Table) -> None:
+    def insert_arrow(self, table: str, data: pa.Table, settings: object = None) -> None:
         raise AssertionError(table)
 
     def close(self) -> None:
