@@ -54,8 +54,9 @@ import httpx
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentlat.processes import stop
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
-from tests.servers import free_port
+from tests.servers import free_port, wait_for
 
 FIRST_PAGE_TARGET_MS = 2000.0
 SWITCH_TARGET_MS = 1000.0
@@ -142,28 +143,21 @@ def start_dashboard(api: str, port: int, log_path: Path, timings: Path) -> subpr
             stderr=subprocess.STDOUT,
             env=env,
         )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         if process.poll() is not None:
             raise SystemExit(f"agentlat dashboard exited with {process.returncode}:\n{log_path.read_text()}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200:
-                return process
+            return httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    stop(process)
-    raise SystemExit(f"agentlat dashboard did not answer within 90 s:\n{log_path.read_text()}")
+            return False
 
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    try:
+        wait_for(healthy, timeout=90, interval=0.2)
+    except AssertionError:
+        stop(process)
+        raise SystemExit(f"agentlat dashboard did not answer within 90 s:\n{log_path.read_text()}") from None
+    return process
 
 
 def script_runs(timings: Path) -> list[dict[str, float]]:

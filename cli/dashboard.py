@@ -69,18 +69,15 @@ def beside(port: int, api: str, log_path: Path) -> Iterator[None]:
     if not port:
         yield
         return
+    from agentlat.processes import stop
+
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         process = start(api, port, log)
         try:
             yield
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 def dashboard(

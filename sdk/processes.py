@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -34,6 +35,18 @@ def exit_with_parent_from_env() -> None:
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a child that should end with this process (``exit_with_parent_from_env``)."""
     return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())}
+
+
+def stop(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
+    """End a child: SIGTERM, then SIGKILL if it has not exited within ``grace_seconds``."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace_seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def dies_with_parent() -> None:

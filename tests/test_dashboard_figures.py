@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -530,3 +533,20 @@ def test_alert_records_read_as_people_write_them() -> None:
     assert (row["time"], row["labels"]) == ("2026-01-02 13:45:07 UTC", "route=/chat, service=shop")
     assert row["value"] is None  # the table shows the placeholder, a dash
     assert records([]).empty
+
+
+def test_the_table_pages_imports_are_warmed_up_in_the_background() -> None:
+    """The Overview does not import pandas or its Styler (~0.5 s); after a process's first page they are imported
+    in the background, so the first switch to a table page does not wait for them."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from agentlat.dashboard import page_overview, ui
+        before = [name for name in ui.WARM_UP if name in sys.modules]
+        ui.warm_up()
+        ui.await_warm_up()
+        print(before, [name for name in ui.WARM_UP if name in sys.modules])
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.strip() == f"[] {list(ui.WARM_UP)}"

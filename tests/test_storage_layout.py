@@ -171,18 +171,27 @@ print(applied, before, after, store.backend.query_arrow(roots).column("n")[0].as
 )
 
 
-def test_a_store_with_spans_upgrades_with_its_data_readable(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
+def run_script(script: str, *args: str, timeout: float) -> str:
+    """Run ``script`` in a fresh interpreter (chDB opens one data path per process); its standard output."""
     run = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(UPGRADE), str(tmp_path / "data")],
+        [sys.executable, "-c", textwrap.dedent(script), *args],
         capture_output=True,
         text=True,
-        cwd=root,
-        timeout=110,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=timeout,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def last_json_line(output: str) -> dict[str, Any]:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def test_a_store_with_spans_upgrades_with_its_data_readable(tmp_path: Path) -> None:
+    output = run_script(UPGRADE, str(tmp_path / "data"), timeout=110)
     pending = [m.version for m in MIGRATIONS if m.version >= 6]
-    assert run.stdout.strip() == f"{pending} (1000, 10) (1000, 10) 100"
+    assert output.strip() == f"{pending} (1000, 10) (1000, 10) 100"
 
 
 # --- migration 9: the spans table rebuilt (sorting key, granularity) ------------------------
@@ -316,16 +325,7 @@ NEW_ENGINE = {
 
 
 def run_rebuild(tmp_path: Path, scenario: str) -> dict[str, Any]:
-    root = Path(__file__).resolve().parent.parent
-    run = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(REBUILD), str(tmp_path / "data"), scenario],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        timeout=170,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return last_json_line(run_script(REBUILD, str(tmp_path / "data"), scenario, timeout=170))
 
 
 @pytest.mark.parametrize(
@@ -463,16 +463,7 @@ MIGRATION_6_CODECS = {column: f"CODEC({codec})" for codec, columns in _LAYOUT_CO
 def test_a_store_from_before_14_gains_the_codecs_with_every_value_kept(tmp_path: Path) -> None:
     """Migration 14 changes codecs only: the spans written before it read the same right after it and
     once OPTIMIZE FINAL has rewritten every part with the new codecs; new spans go in and read back."""
-    root = Path(__file__).resolve().parent.parent
-    run = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(CODECS_UPGRADE), str(tmp_path / "data")],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        timeout=170,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = last_json_line(run_script(CODECS_UPGRADE, str(tmp_path / "data"), timeout=170))
     assert result["applied"] == [m.version for m in MIGRATIONS if m.version >= 14]
     changed = [column for columns in SPANS_CODECS_V14.values() for column in columns]
     assert result["changed"] == {

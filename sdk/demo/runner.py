@@ -18,6 +18,7 @@ import httpx
 from agentlat.demo.fake_llm import FakeLLM, Scenario
 from agentlat.demo.workload import SERVICES, run_service
 from agentlat.processes import child_env, exit_with_parent
+from agentlat.processes import stop as stop_process
 
 
 def _service_process(service: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
@@ -94,11 +95,7 @@ def background_demo(api_url: str, rate: float, log_path: Path) -> Iterator[None]
         stop.set()
         starter.join(5)
         for process in holder:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop_process(process)
 
 
 def demo_file(name: str) -> Path:
