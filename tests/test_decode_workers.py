@@ -78,9 +78,9 @@ NOT_IN_A_WORKER = (
 def test_a_worker_imports_only_what_decoding_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker started as the server starts it, after decoding 1,000 GenAI spans, has imported
     neither the store nor chDB nor anything else the decoder does not use (collector/decode.py)."""
-    # A spawned worker first re-runs its parent's main module, and Streamlit's AppTest (test_dashboard_apptest)
-    # leaves a dashboard page as this process's __main__. An empty one stands in for the server's (the `agentlat`
-    # script, whose imports bench/decode_worker_footprint.py measures in a real server's worker).
+    # A spawned worker first re-runs its parent's main module: here pytest's. An empty one stands in for the
+    # server's (the `agentlat` script, whose imports bench/decode_worker_footprint.py measures in a real server's
+    # worker).
     monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     ingestor = Ingestor(cast(Any, None), Limits(), cast(Any, None), decode_workers=1)
     try:
