@@ -40,6 +40,7 @@ def streamlit_command(port: int, host: str = "127.0.0.1") -> list[str]:
         "--server.headless", "true",
         "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "viewer",
+        "--client.showErrorLinks", "false",  # no "Ask Google / ChatGPT" with a trace's text in the link
         # A served dashboard's code does not change: no watching it (each new session walked every imported
         # module, ~0.2 s of CPU), and no magic (no page writes anything implicitly; saves rewriting each page).
         "--server.fileWatcherType", "none",

@@ -63,6 +63,14 @@ def spawned_workers(variable: str) -> list[int]:
     return found
 
 
+def answers(url: str) -> bool:
+    """Whether ``url`` answers 200 now (a refused connection or a timeout is a no)."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 class ServerProcess:
     """``agentlat serve`` in a subprocess with its own data directory and port."""
 

@@ -17,11 +17,12 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import fmt
 from agentlat.demo.runner import demo_file
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.dashboard_data import start_known_server
-from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, wait_for
+from tests.servers import AGENTLAT, ServerProcess, answers, free_port, processes_with_env, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -56,10 +57,7 @@ def dashboard(known: ServerProcess, tmp_path_factory: pytest.TempPathFactory) ->
 
     def healthy() -> bool:
         assert process.poll() is None, log_path.read_text()
-        try:
-            return httpx.get(f"{url}/_stcore/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers(f"{url}/_stcore/health")
 
     try:
         wait_for(healthy, timeout=60, interval=0.2)
@@ -295,13 +293,13 @@ def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env)
 
-    def answers(url: str) -> bool:
+    def alive_and_answers(url: str) -> bool:
         assert process.poll() is None, log_path.read_text()
-        return answers_quietly(url)
+        return answers(url)
 
     try:
-        wait_for(lambda: answers(f"http://127.0.0.1:{api_port}/readyz"), timeout=60, interval=0.2)
-        wait_for(lambda: answers(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=60, interval=0.2)
+        wait_for(lambda: alive_and_answers(f"http://127.0.0.1:{api_port}/readyz"), timeout=60, interval=0.2)
+        wait_for(lambda: alive_and_answers(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=60, interval=0.2)
         # the banner follows once both answer
         wait_for(lambda: "Stop with Ctrl-C." in log_path.read_text(), timeout=15)
         assert words(banner_of(log_path.read_text())) == words(readme_banner(tmp_path, api_port, ui_port))
@@ -309,7 +307,7 @@ def test_up_serves_the_dashboard_beside_the_collector(tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(30)
-    wait_for(lambda: not answers_quietly(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=20, interval=0.2)
+    wait_for(lambda: not answers(f"http://127.0.0.1:{ui_port}/_stcore/health"), timeout=20, interval=0.2)
     # nothing it started outlives it: dashboard, demo and the demo's worker processes
     wait_for(lambda: not processes_with_env(marker), timeout=20, interval=0.5)
 
@@ -344,13 +342,6 @@ def demo_spans_stored(api_port: int) -> bool:
     params = {"metric": "span", "window": "1h"}
     response = httpx.get(f"http://127.0.0.1:{api_port}/api/v1/percentiles", params=params, timeout=10)
     return response.status_code == 200 and bool(response.json()["rows"])
-
-
-def answers_quietly(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_dashboard_command_help() -> None:
@@ -400,3 +391,24 @@ def test_no_request_leaves_the_machine(page: Page, dashboard: str) -> None:
     assert outside == []
     icon = page.locator("link[rel='shortcut icon']").get_attribute("href") or ""
     assert urlsplit(icon).hostname in (None, "127.0.0.1", "localhost"), icon
+
+
+def test_an_unexpected_error_links_to_no_outside_site(page: Page, tmp_path: Path) -> None:
+    """A page that fails shows its error, but no "Ask Google" or "Ask ChatGPT" link carrying the error's
+    text and file paths to another site: a page run with the dashboard's own Streamlit options."""
+    failing = tmp_path / "failing.py"
+    failing.write_text('import streamlit as st\n\nst.title("Overview")\nraise ValueError("the store said no")\n')
+    port = free_port()
+    command = streamlit_command(port)
+    command[4] = str(failing)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: answers(f"{url}/_stcore/health"), timeout=60, interval=0.2)
+        page.goto(url)
+        expect(page.locator('[data-testid="stException"]')).to_contain_text("the store said no", timeout=30_000)
+        links = page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
+        assert [link for link in links if urlsplit(link).hostname not in ("127.0.0.1", "localhost")] == []
+    finally:
+        process.terminate()
+        process.wait(20)

@@ -206,6 +206,7 @@ def test_streamlit_command_binds_loopback() -> None:
     assert pairs["--server.address"] == "127.0.0.1" and pairs["--server.port"] == "8599"
     assert pairs["--server.headless"] == "true" and pairs["--browser.gatherUsageStats"] == "false"
     assert pairs["--server.fileWatcherType"] == "none" and pairs["--server.runOnSave"] == "false"
+    assert pairs["--client.showErrorLinks"] == "false"
 
 
 def test_the_browser_code_preloaded_is_in_the_installed_streamlit() -> None:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
-from tests.servers import AGENTLAT, free_port, wait_for
+from tests.servers import AGENTLAT, answers, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,13 +55,6 @@ def alive(pid: int) -> bool:
 def port_free(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) != 0
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @contextmanager
