@@ -7,7 +7,8 @@ at once. ``get``/``post``/``delete`` take full paths (``/api/v1/advice``). Every
 back as the model of its route (``agentlat.api.models.ANSWERS``), so readers use attributes,
 never keys. Every failure is an ``ApiError`` that keeps the HTTP status (0: no answer at all),
 so a caller can tell "this server has no budgets" (404) from an unreachable server; an answer
-that does not fit its model is one too, naming the field (the server runs another version).
+that does not fit its model is one too, naming the field (the server runs another version). Keys
+a newer server added are left out, not an error (``models.READING``).
 Answers and errors pickle (the dashboard caches them, failures included).
 
 httpx is imported only when a client is made: importing this module for ``Call``,
@@ -139,7 +140,7 @@ class ApiClient:
         import httpx
         from pydantic import ValidationError
 
-        from agentlat.api.models import answer_model
+        from agentlat.api.models import READING, answer_model
 
         try:
             response = self._client.request(method, path, **kwargs)
@@ -151,7 +152,7 @@ class ApiClient:
         if model is None:  # a route without its entry: a mistake in this package, not in the answer
             raise LookupError(f"no answer model for {method} {path}: add the route to agentlat.api.models.ANSWERS")
         try:
-            return model.model_validate_json(response.content)
+            return model.model_validate_json(response.content, context=READING)
         except ValidationError as exc:
             not_json = exc.errors()[0]["type"] == "json_invalid"
             why = f"not JSON: {response.text[:_SHOWN_CHARS]!r}" if not_json else _misfit(exc)

@@ -6,7 +6,10 @@ each route's model, and the client (``agentlat.api.client``) reads every answer 
 model what the routes return key for key:
 
 * documents the server builds (``Answer``) list every key; a key added to an answer without
-  its model fails loudly (``extra="forbid"``) instead of vanishing;
+  its model fails loudly on the server (``extra="forbid"``) instead of vanishing. A client reads
+  with ``READING`` as its context, which leaves out the keys it does not know: a newer server
+  may add keys to an answer without breaking an older CLI or dashboard (a key that is missing
+  or of another type still fails);
 * rows read from the store (``Row``) list the columns the query selects and keep any column
   the store adds (``extra="allow"``);
 * numbers keep their type (``int`` where the store or the code gives whole numbers, ``float``
@@ -20,16 +23,25 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 Source = Literal["spans", "rollups"]
 Unit = Literal["ms"]
+READING = "reading"  # the validation context of a client reading an answer
 
 
 class Answer(BaseModel):
     """A document the server builds: every key is declared."""
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_keys_left_out_when_reading(cls, data: Any, info: ValidationInfo) -> Any:
+        if info.context != READING or not isinstance(data, dict):
+            return data
+        known = {field.alias or name for name, field in cls.model_fields.items()}
+        return {key: value for key, value in data.items() if key in known}
 
 
 class Row(BaseModel):
