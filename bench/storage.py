@@ -288,28 +288,38 @@ def insert_cost(args: argparse.Namespace, root: Path) -> None:
         layouts[f"without migration {against}"] = ([against], args.sql)
     batches = list(generated_batches(args.spans, args.batch, args.days, args.seed))
     spans = sum(b.num_rows for b in batches)
-    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in layouts}
     print(f"insert_spans of {spans:,} spans in batches of {args.batch:,}, {args.insert_reps} times per layout")
-    for rep in range(args.insert_reps):
-        for index, (name, (skip, extra)) in enumerate(layouts.items()):
-            data = root / f"insert-{rep}-{index}"
-            store = open_fresh(data, skip, extra)
-            try:
-                cpu, wall = time.process_time(), time.perf_counter()
-                for batch in batches:
-                    store.insert_spans(batch)
-                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-                bytes_ = next(t["bytes"] for t in table_sizes(store) if t["table"] == SPANS_TABLE)
-            finally:
-                store.close()
-                shutil.rmtree(data, ignore_errors=True)
-            runs[name].append((cpu / spans * 1e6, wall / spans * 1e6, bytes_ / spans))
-            print(f"  {name:<26} CPU {cpu / spans * 1e6:6.2f} µs/span, wall {wall / spans * 1e6:6.2f} µs/span, "
-                  f"{bytes_ / spans:6.2f} B/span after insert", flush=True)  # fmt: skip
-    print(f"\nmedians of {args.insert_reps}:")
+
+    def measure(rep: int, index: int, layout: tuple[list[int], list[str]]) -> tuple[float, ...]:
+        data = root / f"insert-{rep}-{index}"
+        store = open_fresh(data, *layout)
+        try:
+            cpu, wall = time.process_time(), time.perf_counter()
+            for batch in batches:
+                store.insert_spans(batch)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            bytes_ = next(t["bytes"] for t in table_sizes(store) if t["table"] == SPANS_TABLE)
+        finally:
+            store.close()
+            shutil.rmtree(data, ignore_errors=True)
+        return cpu / spans * 1e6, wall / spans * 1e6, bytes_ / spans
+
+    alternate(layouts, args.insert_reps, measure, "insert CPU {:6.2f} µs/span, wall {:6.2f} µs/span, {:6.2f} B/span")
+
+
+def alternate(
+    layouts: dict[str, Any], reps: int, measure: Callable[[int, int, Any], tuple[float, ...]], shown: str
+) -> None:
+    """Measure each layout ``reps`` times, alternating them (``measure(rep, index, layout)``); print each
+    run's figures with the format ``shown``, then the medians."""
+    runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in layouts}
+    for rep in range(reps):
+        for index, (name, layout) in enumerate(layouts.items()):
+            runs[name].append(measure(rep, index, layout))
+            print(f"  {name:<26} {shown.format(*runs[name][-1])}", flush=True)
+    print(f"\nmedians of {reps}:")
     for name, values in runs.items():
-        cpu, wall, per_span = (statistics.median(v) for v in zip(*values, strict=True))
-        print(f"  {name:<26} insert CPU {cpu:6.2f} µs/span, wall {wall:6.2f} µs/span, {per_span:6.2f} B/span")
+        print(f"  {name:<26} {shown.format(*(statistics.median(v) for v in zip(*values, strict=True)))}")
 
 
 # --- queries ----------------------------------------------------------------------------------

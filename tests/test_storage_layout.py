@@ -1,4 +1,5 @@
-"""Migrations 6 and 14, the spans table's storage layout: codecs per column and the skip indexes kept.
+"""Migrations 6 and 14, the spans table's storage layout (codecs per column and the skip indexes kept),
+and migration 15, the analysis rows' codecs.
 
 The layout's figures (bytes per span, insert µs per span, each codec's cost) come from
 ``python bench/storage.py`` (``--codecs``, ``--insert-reps``); these tests pin what the migrations
@@ -30,6 +31,8 @@ from agentlat.store.migrations import (
     SPANS_DDL,
     SPANS_DROP_INDEXES_DDL,
     SPANS_REBUILD,
+    TRACES_CODECS_V15,
+    TRACES_CODECS_V15_DDL,
     with_ttl,
 )
 from agentlat.store.schema import LATENCY_COLUMNS
@@ -67,6 +70,24 @@ EXPECTED_CODECS = {
     "SpanName": "CODEC(ZSTD(1))",
 }
 EXPECTED_INDEXES = {"idx_trace_id": "bloom_filter(0.001)", "idx_duration": "minmax"}
+# The analysis rows' columns with a codec of their own (the others have none: LZ4).
+EXPECTED_TRACE_ROW_CODECS = {
+    "TraceId": "CODEC(ZSTD(1))",  # 15
+    "Start": "CODEC(ZSTD(1))",  # 15
+    "RootSpanId": "CODEC(ZSTD(1))",  # 15
+    "E2eMs": "CODEC(ZSTD(1))",  # 15
+    "ModelMs": "CODEC(ZSTD(1))",  # 15
+    "ToolMs": "CODEC(ZSTD(1))",  # 15
+    "OrchestrationMs": "CODEC(ZSTD(1))",  # 15
+    "ModelSumMs": "CODEC(ZSTD(1))",  # 15
+    "ToolSumMs": "CODEC(ZSTD(1))",  # 15
+    "Parallelism": "CODEC(ZSTD(1))",  # 15
+    "FirstTtftMs": "CODEC(ZSTD(1))",  # 15
+    "CacheHitRatio": "CODEC(ZSTD(1))",  # 15
+    "CriticalPath": "CODEC(ZSTD(1))",  # 15
+    "Details": "CODEC(ZSTD(3))",  # 2
+    "AnalysedAt": "CODEC(ZSTD(1))",  # 15
+}
 
 
 def codecs(store: Store) -> dict[str, str]:
@@ -76,6 +97,14 @@ def codecs(store: Store) -> dict[str, str]:
     )
     rows = store.backend.query_arrow(sql, {"names": list(EXPECTED_CODECS)}).to_pylist()
     return {r["name"]: r["compression_codec"] for r in rows}
+
+
+def trace_row_codecs(store: Store) -> dict[str, str]:
+    sql = (
+        "SELECT name, compression_codec FROM system.columns "
+        "WHERE database = currentDatabase() AND table = 'agentlat_traces' AND compression_codec != '' ORDER BY position"
+    )
+    return {r["name"]: r["compression_codec"] for r in store.backend.query_arrow(sql).to_pylist()}
 
 
 def indexes(store: Store) -> dict[str, str]:
@@ -101,16 +130,26 @@ def test_the_codecs_migration_is_version_14_and_changes_only_codecs() -> None:
     assert [c.split(" CODEC(")[0] for c in commands] == [f"MODIFY COLUMN {column}" for column in changed]
 
 
+def test_the_analysis_rows_codecs_migration_is_version_15_and_changes_only_codecs() -> None:
+    [measured] = [m for m in MIGRATIONS if m.version == 15]
+    assert measured.statements == (TRACES_CODECS_V15_DDL,)
+    assert len(TRACES_CODECS_V15) == len(set(TRACES_CODECS_V15))
+    commands = TRACES_CODECS_V15_DDL.removeprefix("ALTER TABLE agentlat_traces ").split(",\n    ")
+    assert commands == [f"MODIFY COLUMN {column} CODEC(ZSTD(1))" for column in TRACES_CODECS_V15]
+
+
 def test_a_fresh_store_has_the_layout(embedded_store: Store) -> None:
     assert codecs(embedded_store) == EXPECTED_CODECS
     assert indexes(embedded_store) == EXPECTED_INDEXES
+    assert trace_row_codecs(embedded_store) == EXPECTED_TRACE_ROW_CODECS
 
 
 def test_the_layout_migrations_apply_again_without_effect(embedded_store: Store) -> None:
-    for statement in (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL, SPANS_CODECS_V14_DDL):  # 6, then 14
-        embedded_store.backend.execute(statement)
+    for statement in (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL, SPANS_CODECS_V14_DDL, TRACES_CODECS_V15_DDL):
+        embedded_store.backend.execute(statement)  # 6, 14 and 15
     assert codecs(embedded_store) == EXPECTED_CODECS
     assert indexes(embedded_store) == EXPECTED_INDEXES
+    assert trace_row_codecs(embedded_store) == EXPECTED_TRACE_ROW_CODECS
     assert embedded_store.migrate() == []
 
 
@@ -127,6 +166,8 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
         "ALTER TABLE `agentlat`.otel_traces MODIFY",
     ]
     assert "MODIFY COLUMN Timestamp CODEC(T64('bit'), ZSTD(3))" in alters[-1]
+    trace_rows = [s.split(" ON CLUSTER")[0] for s in statements if "MODIFY COLUMN CriticalPath" in s]  # migration 15
+    assert trace_rows == ["ALTER TABLE `agentlat`.agentlat_traces_local", "ALTER TABLE `agentlat`.agentlat_traces"]
 
 
 # A store at ``data`` with the migrations before VERSION applied and recorded, as an older release left it.
@@ -394,7 +435,7 @@ def test_cluster_mode_rebuilds_the_local_tables_through_the_distributed_ones() -
     assert "ENGINE = Distributed('prod', 'agentlat', 'otel_traces_v9_local', cityHash64(TraceId))" in statements[5]
 
 
-# --- migration 14: codecs measured per column --------------------------------------------------
+# --- migrations 14 and 15: codecs measured per column ------------------------------------------
 CODECS_UPGRADE = (
     """
 import json
@@ -415,29 +456,37 @@ data = Path(sys.argv[1])
     + """
 store = Store(backend, ttl_days=30)
 now = int(time.time())
-spans = generate(np.random.default_rng(14), 200, now - 2 * 86_400, now - 600)[0]  # 2,000 spans over 2 days
-for part in range(4):  # four inserts: parts the OPTIMIZE below merges into new ones
+spans, traces = generate(np.random.default_rng(14), 200, now - 2 * 86_400, now - 600)  # 2,000 spans over 2 days
+for part in range(4):  # four inserts each: parts the OPTIMIZE below merges into new ones
     store.insert_spans(spans.slice(part * 500, 500))
+    store.write_traces(traces.slice(part * 50, 50))
 trace_id = spans.column("TraceId")[0].as_py()
+TABLES = ("otel_traces", "agentlat_traces")
 CODECS = (
     "SELECT name, compression_codec FROM system.columns "
-    "WHERE database = currentDatabase() AND table = 'otel_traces' ORDER BY position"
+    "WHERE database = currentDatabase() AND table = {table:String} ORDER BY position"
 )
+ROWS = {"otel_traces": "ProjectId, TraceId, SpanId", "agentlat_traces": "ProjectId, TraceId"}
 
 
-def codecs():
-    return {r["name"]: r["compression_codec"] for r in backend.query_arrow(CODECS).to_pylist()}
+def codecs(table):
+    return {r["name"]: r["compression_codec"] for r in backend.query_arrow(CODECS, {"table": table}).to_pylist()}
 
 
 def stored():
-    rows = backend.query_arrow("SELECT * FROM otel_traces ORDER BY ProjectId, TraceId, SpanId").to_pylist()
+    rows = {t: backend.query_arrow(f"SELECT * FROM {t} ORDER BY {ROWS[t]}").to_pylist() for t in TABLES}
     return rows, store.trace_spans("default", trace_id)
 
 
-codecs_before, before = codecs(), stored()
+def changed(before, after):
+    return {c: [before[c], after[c]] for c in after if before[c] != after[c]}
+
+
+codecs_before, before = {t: codecs(t) for t in TABLES}, stored()
 applied = store.migrate()
-codecs_after, migrated = codecs(), stored()
-backend.execute("OPTIMIZE TABLE otel_traces FINAL")  # every part rewritten, now with the new codecs
+codecs_after, migrated = {t: codecs(t) for t in TABLES}, stored()
+for table in TABLES:
+    backend.execute(f"OPTIMIZE TABLE {table} FINAL")  # every part rewritten, now with the new codecs
 rewritten = stored()
 parts = backend.query_arrow(
     "SELECT count() AS n FROM system.parts WHERE active AND database = currentDatabase() AND table = 'otel_traces'"
@@ -446,10 +495,11 @@ newest = generate(np.random.default_rng(15), 1, now - 30, now - 20)[0]
 store.insert_spans(newest)
 print(json.dumps({
     "applied": applied,
-    "changed": {c: [codecs_before[c], codecs_after[c]] for c in codecs_after if codecs_before[c] != codecs_after[c]},
+    "changed": {t: changed(codecs_before[t], codecs_after[t]) for t in TABLES},
     "same after migrating": migrated == before,
     "same after rewriting": rewritten == before,
-    "spans": len(before[0]),
+    "spans": len(before[0]["otel_traces"]),
+    "analysis rows": len(before[0]["agentlat_traces"]),
     "trace spans": len(before[1]),
     "parts after OPTIMIZE": parts,
     "newest trace spans": len(store.trace_spans("default", newest.column("TraceId")[0].as_py())),
@@ -461,16 +511,20 @@ MIGRATION_6_CODECS = {column: f"CODEC({codec})" for codec, columns in _LAYOUT_CO
 
 
 def test_a_store_from_before_14_gains_the_codecs_with_every_value_kept(tmp_path: Path) -> None:
-    """Migration 14 changes codecs only: the spans written before it read the same right after it and
-    once OPTIMIZE FINAL has rewritten every part with the new codecs; new spans go in and read back."""
+    """Migrations 14 and 15 change codecs only: the spans and analysis rows written before them read the same
+    right after them and once OPTIMIZE FINAL has rewritten every part with the new codecs; new spans go in
+    and read back."""
     result = last_json_line(run_script(CODECS_UPGRADE, str(tmp_path / "data"), timeout=170))
     assert result["applied"] == [m.version for m in MIGRATIONS if m.version >= 14]
     changed = [column for columns in SPANS_CODECS_V14.values() for column in columns]
-    assert result["changed"] == {
+    assert result["changed"]["otel_traces"] == {
         column: [MIGRATION_6_CODECS.get(column, "CODEC(ZSTD(1))"), EXPECTED_CODECS[column]] for column in changed
     }
+    assert result["changed"]["agentlat_traces"] == {
+        column: ["", "CODEC(ZSTD(1))"] for column in EXPECTED_TRACE_ROW_CODECS if column != "Details"
+    }
     assert result["same after migrating"] and result["same after rewriting"]
-    assert (result["spans"], result["trace spans"]) == (2000, 10)
+    assert (result["spans"], result["analysis rows"], result["trace spans"]) == (2000, 200, 10)
     assert result["parts after OPTIMIZE"] <= 3  # one per day the spans cover
     assert result["newest trace spans"] == 10
 
