@@ -6,7 +6,9 @@ hours ending 2 minutes ago go into a fresh embedded store with their per-trace r
 rolled up, then the rollup tables are merged (OPTIMIZE ... FINAL) and measured from ``system.parts`` and
 ``system.parts_columns``; then the rollup reads of the query API are timed::
 
-    python bench/rollup_storage.py [--per-minute 100] [--hours 24] [--reps 5]
+    python bench/rollup_storage.py [--per-minute 100] [--hours 24] [--reps 5] [--skip 16]
+
+``--skip N`` leaves migration N out (its ledger row says skipped), to measure a migration side by side.
 
 It measures whichever ``agentlat`` Python imports: to compare with an earlier version, put first on
 PYTHONPATH a directory whose ``agentlat`` package is that version (its sdk/ files, with its store/ and
@@ -27,8 +29,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentlat.store import SpanFilter, open_store, rollup_sql
+from agentlat.store import SpanFilter, rollup_sql
 from bench.query import generate
+from bench.storage import open_fresh
 
 TABLES = ("agentlat_rollup_1m", "agentlat_rollup_1h", "agentlat_rollup_1d")
 PROJECT = "default"
@@ -40,12 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hours", type=int, default=24)
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions of each read, after one warm-up")
     parser.add_argument("--seed", type=int, default=20_260_101)
+    parser.add_argument("--skip", type=int, action="append", default=[], help="leave migration N out")
     args = parser.parse_args(argv)
     exact_max = getattr(rollup_sql, "EXACT_MAX", None)
     print(f"agentlat from {Path(rollup_sql.__file__).resolve().parent}; EXACT_MAX = {exact_max}")
     data = Path(tempfile.mkdtemp(prefix="agentlat-rollup-storage-", dir="/tmp")) / "data"
     try:
-        store = open_store(data)
+        store = open_fresh(data, args.skip, [])
         rng = np.random.default_rng(args.seed)
         last_s = int(time.time()) // 60 * 60 - 120
         first_s = last_s - args.hours * 3600
@@ -54,13 +58,18 @@ def main(argv: list[str] | None = None) -> int:
             store.insert_spans(spans)
             store.write_traces(traces)
         minutes = list(range(first_s, last_s, 60))
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         for i in range(0, len(minutes), 360):
             store.rollup(minutes[i : i + 360], version=1)
-        rollup_s = time.perf_counter() - began
+        rollup_s, rollup_cpu = time.perf_counter() - began, time.process_time() - cpu
+        cpu = time.process_time()
         for table in TABLES:
             store.backend.execute(f"OPTIMIZE TABLE {table} FINAL")
-        print(f"{len(minutes) * args.per_minute * 10:,} spans over {args.hours} h; rollups took {rollup_s:.1f} s")
+        merge_cpu = time.process_time() - cpu
+        print(
+            f"{len(minutes) * args.per_minute * 10:,} spans over {args.hours} h; rollups took {rollup_s:.1f} s "
+            f"({rollup_cpu:.1f} s of CPU), their merge {merge_cpu:.1f} s of CPU"
+        )
         _sizes(store)
         _reads(store, SpanFilter(PROJECT, first_s * 10**9, last_s * 10**9), args.reps)
         store.close()

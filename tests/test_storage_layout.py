@@ -1,5 +1,5 @@
 """Migrations 6 and 14, the spans table's storage layout (codecs per column and the skip indexes kept),
-and migration 15, the analysis rows' codecs.
+and migrations 15 and 16, the codecs of the analysis rows and the rollups.
 
 The layout's figures (bytes per span, insert µs per span, each codec's cost) come from
 ``python bench/storage.py`` (``--codecs``, ``--insert-reps``); these tests pin what the migrations
@@ -25,6 +25,7 @@ from agentlat.store.cluster_ddl import cluster_statements
 from agentlat.store.migrations import (
     _LAYOUT_CODECS,
     MIGRATIONS,
+    ROLLUP_CODECS_V16_DDL,
     SPANS_CODECS_DDL,
     SPANS_CODECS_V14,
     SPANS_CODECS_V14_DDL,
@@ -88,6 +89,19 @@ EXPECTED_TRACE_ROW_CODECS = {
     "Details": "CODEC(ZSTD(3))",  # 2
     "AnalysedAt": "CODEC(ZSTD(1))",  # 15
 }
+# Each rollup table's codecs: ZSTD(3) from migration 16 but for the exact values (ZSTD(1), migration 11).
+ROLLUP_CODECS = (
+    {"ProjectId": "", "Metric": ""}
+    | dict.fromkeys(
+        ("TIME", "ServiceName", "Route", "Agent", "Model", "Tool", "Count", "Sum", "Digest"), "CODEC(ZSTD(3))"
+    )
+    | {"Exact": "CODEC(ZSTD(1))", "Version": "CODEC(ZSTD(3))"}
+)
+ROLLUP_TIMES = {"agentlat_rollup_1m": "Minute", "agentlat_rollup_1h": "Hour", "agentlat_rollup_1d": "Day"}
+EXPECTED_ROLLUP_CODECS = {
+    table: {column.replace("TIME", time): codec for column, codec in ROLLUP_CODECS.items()}
+    for table, time in ROLLUP_TIMES.items()
+}
 
 
 def codecs(store: Store) -> dict[str, str]:
@@ -105,6 +119,17 @@ def trace_row_codecs(store: Store) -> dict[str, str]:
         "WHERE database = currentDatabase() AND table = 'agentlat_traces' AND compression_codec != '' ORDER BY position"
     )
     return {r["name"]: r["compression_codec"] for r in store.backend.query_arrow(sql).to_pylist()}
+
+
+def rollup_codecs(store: Store) -> dict[str, dict[str, str]]:
+    sql = (
+        "SELECT table, name, compression_codec FROM system.columns "
+        "WHERE database = currentDatabase() AND table IN {tables:Array(String)} ORDER BY table, position"
+    )
+    found: dict[str, dict[str, str]] = {}
+    for r in store.backend.query_arrow(sql, {"tables": list(ROLLUP_TIMES)}).to_pylist():
+        found.setdefault(r["table"], {})[r["name"]] = r["compression_codec"]
+    return found
 
 
 def indexes(store: Store) -> dict[str, str]:
@@ -138,18 +163,34 @@ def test_the_analysis_rows_codecs_migration_is_version_15_and_changes_only_codec
     assert commands == [f"MODIFY COLUMN {column} CODEC(ZSTD(1))" for column in TRACES_CODECS_V15]
 
 
+def test_the_rollup_codecs_migration_is_version_16_and_changes_only_codecs() -> None:
+    [measured] = [m for m in MIGRATIONS if m.version == 16]
+    assert measured.statements == ROLLUP_CODECS_V16_DDL
+    for statement, (table, time_column) in zip(measured.statements, ROLLUP_TIMES.items(), strict=True):
+        head, _, commands = statement.partition(" MODIFY COLUMN ")
+        assert head == f"ALTER TABLE {table}"
+        assert ("MODIFY COLUMN " + commands).split(",\n    ") == [
+            f"MODIFY COLUMN {column} CODEC(ZSTD(3))"
+            for column in (time_column, "ServiceName", "Route", "Agent", "Model", "Tool", "Count", "Sum", "Digest",
+                           "Version")
+        ]  # fmt: skip
+
+
 def test_a_fresh_store_has_the_layout(embedded_store: Store) -> None:
     assert codecs(embedded_store) == EXPECTED_CODECS
     assert indexes(embedded_store) == EXPECTED_INDEXES
     assert trace_row_codecs(embedded_store) == EXPECTED_TRACE_ROW_CODECS
+    assert rollup_codecs(embedded_store) == EXPECTED_ROLLUP_CODECS
 
 
 def test_the_layout_migrations_apply_again_without_effect(embedded_store: Store) -> None:
-    for statement in (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL, SPANS_CODECS_V14_DDL, TRACES_CODECS_V15_DDL):
-        embedded_store.backend.execute(statement)  # 6, 14 and 15
+    layout = (SPANS_CODECS_DDL, SPANS_DROP_INDEXES_DDL, SPANS_CODECS_V14_DDL, TRACES_CODECS_V15_DDL)
+    for statement in (*layout, *ROLLUP_CODECS_V16_DDL):  # 6, 14, 15 and 16
+        embedded_store.backend.execute(statement)
     assert codecs(embedded_store) == EXPECTED_CODECS
     assert indexes(embedded_store) == EXPECTED_INDEXES
     assert trace_row_codecs(embedded_store) == EXPECTED_TRACE_ROW_CODECS
+    assert rollup_codecs(embedded_store) == EXPECTED_ROLLUP_CODECS
     assert embedded_store.migrate() == []
 
 
@@ -168,6 +209,8 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
     assert "MODIFY COLUMN Timestamp CODEC(T64('bit'), ZSTD(3))" in alters[-1]
     trace_rows = [s.split(" ON CLUSTER")[0] for s in statements if "MODIFY COLUMN CriticalPath" in s]  # migration 15
     assert trace_rows == ["ALTER TABLE `agentlat`.agentlat_traces_local", "ALTER TABLE `agentlat`.agentlat_traces"]
+    rollups = [s.split(" ON CLUSTER")[0] for s in statements if "MODIFY COLUMN Digest CODEC" in s]  # migration 16
+    assert rollups == [f"ALTER TABLE `agentlat`.{table}{suffix}" for table in ROLLUP_TIMES for suffix in ("_local", "")]
 
 
 # A store at ``data`` with the migrations before VERSION applied and recorded, as an older release left it.
@@ -460,22 +503,40 @@ spans, traces = generate(np.random.default_rng(14), 200, now - 2 * 86_400, now -
 for part in range(4):  # four inserts each: parts the OPTIMIZE below merges into new ones
     store.insert_spans(spans.slice(part * 500, 500))
     store.write_traces(traces.slice(part * 50, 50))
+minutes = sorted({ns // 60_000_000_000 * 60 for ns in spans.column("Timestamp").cast("int64").to_pylist()})
+for part in range(4):  # the minutes rolled up in four passes: parts again
+    store.rollup(minutes[part::4], version=part + 1)
 trace_id = spans.column("TraceId")[0].as_py()
-TABLES = ("otel_traces", "agentlat_traces")
+ROLLUPS = {"agentlat_rollup_1m": "Minute", "agentlat_rollup_1h": "Hour", "agentlat_rollup_1d": "Day"}
+TABLES = ("otel_traces", "agentlat_traces", *ROLLUPS)
 CODECS = (
     "SELECT name, compression_codec FROM system.columns "
     "WHERE database = currentDatabase() AND table = {table:String} ORDER BY position"
 )
 ROWS = {"otel_traces": "ProjectId, TraceId, SpanId", "agentlat_traces": "ProjectId, TraceId"}
+# A rollup as readers see it (FINAL: an hour recomputed at each pass is stored once a pass), digests as their
+# quantiles (NULL for an empty digest's NaN, which would never equal itself).
+ROLLUP_ROWS = (
+    "SELECT * EXCEPT Digest, arrayMap(q -> if(isNaN(q), NULL, q), finalizeAggregation(Digest)) AS Digest "
+    "FROM {table} FINAL ORDER BY ALL"
+)
 
 
 def codecs(table):
     return {r["name"]: r["compression_codec"] for r in backend.query_arrow(CODECS, {"table": table}).to_pylist()}
 
 
+def rows_of(table):
+    sql = ROLLUP_ROWS.format(table=table) if table in ROLLUPS else f"SELECT * FROM {table} ORDER BY {ROWS[table]}"
+    return backend.query_arrow(sql).to_pylist()
+
+
 def stored():
-    rows = {t: backend.query_arrow(f"SELECT * FROM {t} ORDER BY {ROWS[t]}").to_pylist() for t in TABLES}
-    return rows, store.trace_spans("default", trace_id)
+    return {table: rows_of(table) for table in TABLES}, store.trace_spans("default", trace_id)
+
+
+def differ(now, before):
+    return [t for t in TABLES if now[0][t] != before[0][t]] + (["trace spans"] if now[1] != before[1] else [])
 
 
 def changed(before, after):
@@ -496,10 +557,11 @@ store.insert_spans(newest)
 print(json.dumps({
     "applied": applied,
     "changed": {t: changed(codecs_before[t], codecs_after[t]) for t in TABLES},
-    "same after migrating": migrated == before,
-    "same after rewriting": rewritten == before,
+    "differ after migrating": differ(migrated, before),
+    "differ after rewriting": differ(rewritten, before),
     "spans": len(before[0]["otel_traces"]),
     "analysis rows": len(before[0]["agentlat_traces"]),
+    "rollup rows": [len(before[0][table]) for table in ROLLUPS],
     "trace spans": len(before[1]),
     "parts after OPTIMIZE": parts,
     "newest trace spans": len(store.trace_spans("default", newest.column("TraceId")[0].as_py())),
@@ -511,9 +573,9 @@ MIGRATION_6_CODECS = {column: f"CODEC({codec})" for codec, columns in _LAYOUT_CO
 
 
 def test_a_store_from_before_14_gains_the_codecs_with_every_value_kept(tmp_path: Path) -> None:
-    """Migrations 14 and 15 change codecs only: the spans and analysis rows written before them read the same
-    right after them and once OPTIMIZE FINAL has rewritten every part with the new codecs; new spans go in
-    and read back."""
+    """Migrations 14, 15 and 16 change codecs only: the spans, analysis rows and rollups written before them
+    read the same right after them and once OPTIMIZE FINAL has rewritten every part with the new codecs; new
+    spans go in and read back."""
     result = last_json_line(run_script(CODECS_UPGRADE, str(tmp_path / "data"), timeout=170))
     assert result["applied"] == [m.version for m in MIGRATIONS if m.version >= 14]
     changed = [column for columns in SPANS_CODECS_V14.values() for column in columns]
@@ -523,7 +585,11 @@ def test_a_store_from_before_14_gains_the_codecs_with_every_value_kept(tmp_path:
     assert result["changed"]["agentlat_traces"] == {
         column: ["", "CODEC(ZSTD(1))"] for column in EXPECTED_TRACE_ROW_CODECS if column != "Details"
     }
-    assert result["same after migrating"] and result["same after rewriting"]
+    for table, expected in EXPECTED_ROLLUP_CODECS.items():
+        changed_codecs = {column: ["", codec] for column, codec in expected.items() if codec == "CODEC(ZSTD(3))"}
+        assert result["changed"][table] == changed_codecs
+    assert all(rows > 0 for rows in result["rollup rows"])
+    assert result["differ after migrating"] == result["differ after rewriting"] == []
     assert (result["spans"], result["analysis rows"], result["trace spans"]) == (2000, 200, 10)
     assert result["parts after OPTIMIZE"] <= 3  # one per day the spans cover
     assert result["newest trace spans"] == 10
