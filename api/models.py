@@ -21,6 +21,7 @@ Imports only pydantic and the standard library: a leaf the dashboard and the CLI
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
@@ -40,8 +41,14 @@ class Answer(BaseModel):
     def _unknown_keys_left_out_when_reading(cls, data: Any, info: ValidationInfo) -> Any:
         if info.context != READING or not isinstance(data, dict):
             return data
-        known = {field.alias or name for name, field in cls.model_fields.items()}
+        known = _keys_of(cls)
         return {key: value for key, value in data.items() if key in known}
+
+
+@cache
+def _keys_of(model: type[BaseModel]) -> frozenset[str]:
+    """The keys an answer model reads (aliases where it has them); asked once per model, not per answer."""
+    return frozenset(field.alias or name for name, field in model.model_fields.items())
 
 
 class Row(BaseModel):

@@ -49,14 +49,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentlat.processes import stop
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
-from tests.servers import free_port, wait_for
+from tests.servers import answers, free_port, wait_for
 
 FIRST_PAGE_TARGET_MS = 2000.0
 SWITCH_TARGET_MS = 1000.0
@@ -147,10 +145,7 @@ def start_dashboard(api: str, port: int, log_path: Path, timings: Path) -> subpr
     def healthy() -> bool:
         if process.poll() is not None:
             raise SystemExit(f"agentlat dashboard exited with {process.returncode}:\n{log_path.read_text()}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers(f"http://127.0.0.1:{port}/_stcore/health")
 
     try:
         wait_for(healthy, timeout=90, interval=0.2)

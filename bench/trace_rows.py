@@ -3,12 +3,13 @@
 The rows are the collector's own: ``bench/ingest.py``'s requests go through ``bench/stages.py``'s
 stages (decode, store, read back, analyse) once. Then the same rows are written the way the trace
 assembler writes them (``Store.write_traces``, ``--batch`` traces an insert) into fresh embedded
-stores, alternately with every migration and without ``--against-skip`` (default: the newest),
+stores, alternately with every migration and without ``--against-skip`` (default: the newest migration
+that changes the table, 15),
 ``--reps`` times each, and ``OPTIMIZE TABLE agentlat_traces FINAL`` merges the parts they left.
 Printed per run and as medians: insert and merge CPU µs per trace, and bytes per trace on disk
 after the merge.
 
-Run: ``python -m bench.trace_rows [--requests 500] [--reps 3] [--against-skip 15]``.
+Run: ``python -m bench.trace_rows [--requests 500] [--reps 3] [--against-skip N]``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bench.stages import Stages
 from bench.storage import alternate, open_fresh
 
 TABLE = "agentlat_traces"
+NEWEST_FOR_TABLE = max(m.version for m in MIGRATIONS if any(TABLE in statement for statement in m.statements))
 
 
 def analysis_rows(requests: int, workdir: Path) -> pa.Table:
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=500, help="requests of 1,000 spans (100 traces each)")
     parser.add_argument("--reps", type=int, default=3, help="runs per layout, alternated")
     parser.add_argument("--batch", type=int, default=2000, help="traces an insert (the assembler's batch_size)")
-    parser.add_argument("--against-skip", type=int, default=MIGRATIONS[-1].version, help="the migration left out")
+    parser.add_argument("--against-skip", type=int, default=NEWEST_FOR_TABLE, help="the migration left out")
     args = parser.parse_args(argv)
     layouts = {"every migration": [], f"without migration {args.against_skip}": [args.against_skip]}
     with tempfile.TemporaryDirectory(prefix="agentlat-trace-rows-") as tmp:

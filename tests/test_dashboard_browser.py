@@ -20,6 +20,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import fmt
 from agentlat.demo.runner import demo_file
+from agentlat.processes import stop
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.dashboard_data import start_known_server
 from tests.servers import AGENTLAT, ServerProcess, answers, free_port, processes_with_env, wait_for
@@ -410,5 +411,4 @@ def test_an_unexpected_error_links_to_no_outside_site(page: Page, tmp_path: Path
         links = page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
         assert [link for link in links if urlsplit(link).hostname not in ("127.0.0.1", "localhost")] == []
     finally:
-        process.terminate()
-        process.wait(20)
+        stop(process)
