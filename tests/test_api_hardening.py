@@ -245,9 +245,12 @@ def test_ingest_answers_while_a_large_replay_is_parsed(guarded: Guarded) -> None
     assert len(body) < MIB  # allowed, and seconds of YAML parsing
     done = threading.Event()
     replay: list[httpx.Response] = []
+    replay_seconds: list[float] = []
 
     def send_replay() -> None:
+        started = time.monotonic()
         replay.append(guarded.post("/api/v1/alerts/replay", content=body, headers={"Content-Type": "application/json"}))
+        replay_seconds.append(time.monotonic() - started)
         done.set()
 
     thread = threading.Thread(target=send_replay)
@@ -260,7 +263,9 @@ def test_ingest_answers_while_a_large_replay_is_parsed(guarded: Guarded) -> None
         latencies.append(time.monotonic() - started)
     thread.join()
     assert replay[0].status_code == 400 and "rules[0].x: unknown field" in replay[0].text  # parsed in full
-    assert len(latencies) >= 3 and max(latencies) < 1.0, latencies
+    # A parse that held the event loop would keep one probe waiting for most of the replay; on a busy
+    # 2-core host a probe may still take a second, as ingest shares the GIL with the parsing thread.
+    assert len(latencies) >= 3 and max(latencies) < replay_seconds[0] / 3, (replay_seconds, latencies)
 
 
 def test_one_request_takes_one_rate_limit_token(tmp_path: Path) -> None:
