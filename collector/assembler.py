@@ -10,9 +10,13 @@ the writer stores and keeps, per trace, when it is due:
 - a span arriving for a trace already analysed schedules it again (late spans re-analyse;
   the newer row replaces the older one).
 
-Due traces are read back from the store, so a trace's spans from many requests and
-services are analysed together. The schedule lives in memory; after a restart,
-``recover()`` schedules every trace that received spans after its last analysis.
+A trace's spans from many requests and services are analysed together. Each stored batch's
+analysis input is held in memory (up to ``held_bytes``) until its traces have been analysed; a
+due trace is analysed from memory when the store holds exactly the span rows held for it (the
+trace time index counts them: no span from another collector, an earlier run or a retried
+insert is missing) and no span id repeats among them; every other trace is read back from the
+store. The schedule lives in memory; after a restart, ``recover()`` schedules every trace that
+received spans after its last analysis.
 """
 
 from __future__ import annotations
@@ -20,18 +24,20 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentlat import semconv as sc
 from agentlat.collector.analysis import SpanRecord, StreamedToolCall, TraceAnalysis, analyse
-from agentlat.store import TRACE_ROW_SCHEMA, Store, StoreError
+from agentlat.store import TRACE_ROW_SCHEMA, Store, StoreError, analysis_input_of
 
 log = logging.getLogger("agentlat.collector")
 
@@ -39,11 +45,25 @@ NS_PER_MS = 1_000_000
 RECENT_ROOTS = 200_000  # traces remembered as having a root, for late spans
 
 
+HELD_BYTES = 64 * 1024 * 1024  # analysis input held in memory: ~5 s of spans at 50k spans/s
+
+
+class _Held:
+    """A stored batch's analysis input, held until each of its traces has been taken for analysis."""
+
+    __slots__ = ("spans", "waiting")
+
+    def __init__(self, spans: pa.Table, traces: int) -> None:
+        self.spans: pa.Table | None = spans  # None once let go to bound memory: its traces are read back
+        self.waiting = traces
+
+
 @dataclass(slots=True)
 class _Due:
     at: float
     root_seen: bool
     first_seen: float
+    held: list[_Held] = field(default_factory=list)  # the batches holding its spans since it was last taken
 
 
 class TraceAssembler:
@@ -53,7 +73,8 @@ class TraceAssembler:
         *,
         grace_seconds: float = 5.0,
         partial_timeout_seconds: float = 300.0,
-        batch_size: int = 2000,  # traces per read-back query: fewer, larger queries cost less per span
+        batch_size: int = 2000,  # traces per analysis pass: fewer, larger queries cost less per span
+        held_bytes: int = HELD_BYTES,
         on_analysed: Callable[[list[int]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -61,10 +82,14 @@ class TraceAssembler:
         self.grace = grace_seconds
         self.partial_timeout = partial_timeout_seconds
         self.batch_size = batch_size
+        self.held_bytes = held_bytes
         self.on_analysed = on_analysed
         self.clock = clock
         self.analysed = 0
+        self.read_back = 0  # traces of those analysed that were read back from the store
         self._pending: dict[tuple[str, str], _Due] = {}
+        self._held: dict[_Held, None] = {}  # oldest first
+        self._held_total = 0
         self._with_root: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -77,16 +102,59 @@ class TraceAssembler:
         projects = grouped.column("ProjectId").to_pylist()
         traces = grouped.column("TraceId").to_pylist()
         has_root = [p == "" for p in grouped.column("ParentSpanId_min").to_pylist()]
+        held = self._held_input(batch, len(traces))
         now = self.clock()
         with self._lock:
             for key, root in zip(zip(projects, traces, strict=True), has_root, strict=True):
-                self._schedule(key, root or key in self._with_root, now)
+                due = self._schedule(key, root or key in self._with_root, now)
+                if held is not None:
+                    due.held.append(held)
+            if held is not None:
+                self._hold(held)
 
-    def _schedule(self, key: tuple[str, str], root: bool, now: float) -> None:
+    def _held_input(self, batch: pa.Table, traces: int) -> _Held | None:
+        """The batch's analysis input to hold, or None: its traces are read back."""
+        if self.held_bytes <= 0:
+            return None
+        try:
+            spans = analysis_input_of(batch).append_column("project", batch.column("ProjectId"))
+        except (KeyError, TypeError, pa.ArrowException) as exc:  # a batch logged by another version
+            log.warning("cannot hold a stored batch for analysis, its traces will be read back: %r", exc)
+            return None
+        return _Held(spans, traces)
+
+    def _schedule(self, key: tuple[str, str], root: bool, now: float) -> _Due:
         due = self._pending.get(key) or _Due(0.0, False, now)
         due.root_seen = due.root_seen or root
         due.at = now + self.grace if due.root_seen else due.first_seen + self.partial_timeout
         self._pending[key] = due
+        return due
+
+    def _hold(self, held: _Held) -> None:
+        """Keep a batch's analysis input; past the budget, let the oldest go (their traces are read back)."""
+        assert held.spans is not None
+        self._held[held] = None
+        self._held_total += held.spans.nbytes
+        while self._held_total > self.held_bytes:
+            self._let_go(next(iter(self._held)))
+
+    def _let_go(self, held: _Held) -> None:
+        if held.spans is not None:
+            del self._held[held]
+            self._held_total -= held.spans.nbytes
+            held.spans = None
+
+    def _taken(self, held: list[_Held]) -> None:
+        """A trace holding spans in these batches was analysed, or will be read back."""
+        with self._lock:
+            for batch in held:
+                batch.waiting -= 1
+                if batch.waiting == 0:
+                    self._let_go(batch)
+
+    def held_bytes_now(self) -> int:
+        """Bytes of analysis input held in memory."""
+        return self._held_total
 
     def recover(self, since_seconds: int = 86_400) -> int:
         """Schedule traces that got spans after their last analysis (the schedule was lost)."""
@@ -102,15 +170,17 @@ class TraceAssembler:
     def pending(self) -> int:
         return len(self._pending)
 
-    def _take_due(self) -> dict[str, list[str]]:
+    def _take_due(self) -> dict[str, dict[str, list[_Held]]]:
+        """Due traces by project: each trace's id and the batches holding its spans."""
         now = self.clock()
-        by_project: dict[str, list[str]] = {}
+        by_project: dict[str, dict[str, list[_Held]]] = {}
         with self._lock:
             due = [key for key, d in self._pending.items() if d.at <= now][: self.batch_size]
             for key in due:
-                if self._pending.pop(key).root_seen:
+                taken = self._pending.pop(key)
+                if taken.root_seen:
                     self._remember_root(key)
-                by_project.setdefault(key[0], []).append(key[1])
+                by_project.setdefault(key[0], {})[key[1]] = taken.held
         return by_project
 
     def _remember_root(self, key: tuple[str, str]) -> None:
@@ -123,29 +193,53 @@ class TraceAssembler:
     def run_due(self) -> int:
         """Analyse every trace that is due now; return how many were analysed."""
         done = 0
-        for project, trace_ids in self._take_due().items():
-            done += self._analyse(project, trace_ids)
+        for project, traces in self._take_due().items():
+            try:
+                done += self._analyse(project, traces)
+            finally:
+                for held in traces.values():
+                    self._taken(held)
         return done
 
-    def _analyse(self, project: str, trace_ids: list[str]) -> int:
+    def _analyse(self, project: str, traces: dict[str, list[_Held]]) -> int:
         try:
-            rows = self.store.analysis_input(project, trace_ids)
+            spans = self._spans_of(project, traces)
         except StoreError as exc:
             log.warning("cannot read traces for analysis, will retry: %s", exc)
-            self._retry(project, trace_ids)
+            self._retry(project, traces)
             return 0
-        results = [(trace_id, analyse(records)) for trace_id, records in spans_by_trace(rows).items()]
+        results = [(trace_id, analyse(records)) for trace_id, records in spans.items()]
         table = trace_rows(project, results, time.time_ns() // 1000)
         try:
             self.store.write_traces(table)
         except StoreError as exc:
             log.warning("cannot store trace analyses, will retry: %s", exc)
-            self._retry(project, trace_ids)
+            self._retry(project, traces)
             return 0
         self.analysed += len(results)
         if self.on_analysed is not None:
             self.on_analysed(sorted({a.start_ns // 60_000_000_000 * 60 for _, a in results}))
         return len(results)
+
+    def _spans_of(self, project: str, traces: dict[str, list[_Held]]) -> dict[str, list[SpanRecord]]:
+        """The traces' spans: from memory where the store holds exactly the rows held, else read back."""
+        held = _held_spans(project, traces)
+        complete = self._complete_in_memory(project, held) if held is not None else []
+        in_memory = (
+            spans_by_trace(held.filter(pc.is_in(held.column("trace_id"), pa.array(complete)))) if complete else {}
+        )
+        missing = [trace_id for trace_id in traces if trace_id not in in_memory]
+        read = spans_by_trace(self.store.analysis_input(project, missing)) if missing else {}
+        self.read_back += len(read)
+        return in_memory | read
+
+    def _complete_in_memory(self, project: str, held: pa.Table) -> list[str]:
+        """The held traces whose stored span rows are exactly the rows held, none with a repeated span id."""
+        counts = held.group_by("trace_id").aggregate([("span_id", "count"), ("span_id", "count_distinct")])
+        trace_ids = counts.column("trace_id").to_pylist()
+        stored = self.store.stored_spans(project, trace_ids)
+        rows, distinct = counts.column("span_id_count").to_pylist(), counts.column("span_id_count_distinct").to_pylist()
+        return [t for t, n, d in zip(trace_ids, rows, distinct, strict=True) if stored.get(t) == n == d]
 
     def _retry(self, project: str, trace_ids: Iterable[str]) -> None:
         later = self.clock() + max(self.grace, 1.0)
@@ -172,26 +266,58 @@ class TraceAssembler:
             self._thread.join(10)
 
 
-def spans_by_trace(stored: pa.Table) -> dict[str, list[SpanRecord]]:
-    """Stored spans (as ``Store.analysis_input`` returns them) as analysis input, by trace id.
+def _held_spans(project: str, traces: dict[str, list[_Held]]) -> pa.Table | None:
+    """The held analysis input of these traces of one project, or None when no trace has all its held
+    batches still in memory."""
+    wanted: dict[_Held, list[str]] = {}
+    for trace_id, held in traces.items():
+        if held and all(batch.spans is not None for batch in held):
+            for batch in held:
+                wanted.setdefault(batch, []).append(trace_id)
+    parts = []
+    for batch, trace_ids in wanted.items():
+        spans = batch.spans
+        if spans is None:  # let go since (another thread's budget): its traces are read back
+            continue
+        ours = pc.equal(spans.column("project"), project)
+        parts.append(spans.filter(pc.and_(ours, pc.is_in(spans.column("trace_id"), pa.array(trace_ids)))))
+    return pa.concat_tables(parts).drop_columns(["project"]) if parts else None
+
+
+def spans_by_trace(spans: pa.Table) -> dict[str, list[SpanRecord]]:
+    """Analysis input (``Store.analysis_input`` or ``analysis_input_of``) as span records, by trace id.
     Built column by column: a dict per row would cost more than the query itself."""
-    columns = [stored.column(name).to_pylist() for name in _RECORD_FIELDS]
-    columns[_DEPENDS_ON] = [_call_ids(text) if text else () for text in columns[_DEPENDS_ON]]
-    columns[_TOOL_CALLS] = [
-        _streamed(start, events) if events else ()
-        for start, events in zip(columns[_START], columns[_TOOL_CALLS], strict=True)
+    column = {name: spans.column(name).to_pylist() for name in spans.column_names}
+    roles = column["role"]
+    column["is_server_span"] = [bool(v) for v in column["is_server_span"]]
+    column["error"] = [status == "Error" for status in column["status"]]
+    column["depends_on"] = [_call_ids(text) if text else () for text in column["depends_on"]]
+    column["response_id"] = [
+        rid if role == sc.ROLE_MODEL else "" for rid, role in zip(column["response_id"], roles, strict=True)
     ]
-    spans: dict[str, list[SpanRecord]] = {}
-    for trace_id, values in zip(stored.column("trace_id").to_pylist(), zip(*columns, strict=True), strict=True):
-        spans.setdefault(trace_id, []).append(SpanRecord(*values))
-    return spans
+    column["tool_calls"] = [
+        _streamed(start, events) if events and role == sc.ROLE_MODEL else ()
+        for start, events, role in zip(column["start_ns"], column["tool_calls"], roles, strict=True)
+    ]
+    column["args_ready_ns"] = [
+        _unix_ns(text) if text and role == sc.ROLE_TOOL else None
+        for text, role in zip(column["args_ready"], roles, strict=True)
+    ]
+    records = map(SpanRecord, *(column[name] for name in _RECORD_FIELDS))
+    by_trace: dict[str, list[SpanRecord]] = {}
+    for trace_id, record in zip(column["trace_id"], records, strict=True):
+        by_trace.setdefault(trace_id, []).append(record)
+    return by_trace
 
 
-# ``Store.analysis_input`` names its columns after the SpanRecord fields.
 _RECORD_FIELDS = [f.name for f in fields(SpanRecord)]
-_DEPENDS_ON = _RECORD_FIELDS.index("depends_on")
-_TOOL_CALLS = _RECORD_FIELDS.index("tool_calls")
-_START = _RECORD_FIELDS.index("start_ns")
+_INT64 = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+def _unix_ns(text: str) -> int | None:
+    """``agentlat.tool.args_ready_time`` as stored: an integer of unix ns, else nothing."""
+    value = int(text) if _INT64.fullmatch(text) else None
+    return value if value is not None and -(2**63) <= value < 2**63 else None
 
 
 def _call_ids(text: str) -> tuple[str, ...]:

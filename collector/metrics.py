@@ -126,4 +126,12 @@ class _StateCollector(Collector):
             "agentlat_traces_pending", "Traces waiting for analysis", value=self.assembler.pending()
         )
         yield CounterMetricFamily("agentlat_traces_analysed", "Trace analyses written", value=self.assembler.analysed)
+        yield CounterMetricFamily(
+            "agentlat_traces_read_back", "Traces read back from the store to be analysed (the rest: from memory)",
+            value=self.assembler.read_back,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "agentlat_analysis_held_bytes", "Stored spans' analysis input held in memory until their traces are due",
+            value=self.assembler.held_bytes_now(),
+        )  # fmt: skip
         yield CounterMetricFamily("agentlat_rollup_minutes", "Minutes (re)rolled up", value=self.rollups.rolled)

@@ -18,7 +18,7 @@ from pathlib import Path
 from agentlat.store.admin import SchemaAdmin
 from agentlat.store.aggregates import LATENCY_EDGES_MS, AggregateReads, HeatmapColumn, PercentileRow
 from agentlat.store.alerts import AlertTables
-from agentlat.store.analysis import TRACE_ROW_SCHEMA
+from agentlat.store.analysis import TRACE_ROW_SCHEMA, analysis_input_of
 from agentlat.store.backends import (
     Backend,
     ChdbBackend,
@@ -87,6 +87,7 @@ __all__ = [
     "StoreError",
     "StoreInUse",
     "StoreUnavailable",
+    "analysis_input_of",
     "cluster_statements",
     "from_arrow_stream",
     "open_store",

@@ -10,32 +10,47 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from agentlat import semconv as sc
 from agentlat.store.backends import Params
 from agentlat.store.queries import DAY_S, FINAL_SETTINGS, HOUR_S
 from agentlat.store.rollup_sql import days_from_hours, hours_from_minutes, minutes_from_raw, prefixes_from_raw
 
-# Named as the fields of agentlat.collector.analysis.SpanRecord, plus trace_id. A model span's streamed tool
-# calls are read from its stored events (the attributes of each agentlat.tool_call event; the collector turns
-# them into StreamedToolCall values), not from a derived column: no ingest work, no second copy on disk, and
-# a few tenths of a µs per span read back (docs/trace-analysis.md measures it).
-ANALYSIS_INPUT_COLUMNS = """
-    TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id, SpanName AS name,
-    ServiceName AS service, toUnixTimestamp64Nano(Timestamp) AS start_ns,
-    toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns, Role AS role,
-    toBool(IsServerSpan) AS is_server_span, toBool(StatusCode = 'Error') AS error,
-    Route AS route, Agent AS agent, Model AS model, Tool AS tool, ToolCallId AS tool_call_id,
-    SpanAttributes['agentlat.tool.depends_on'] AS depends_on, SpanAttributes['agentlat.phase'] AS phase,
-    TtftMs AS ttft_ms, QueueMs AS queue_ms, PrefillMs AS prefill_ms, DecodeMs AS decode_ms,
-    InputTokens AS input_tokens, OutputTokens AS output_tokens, CacheReadTokens AS cache_read_tokens,
-    CacheCreationTokens AS cache_creation_tokens, SpecProposedTokens AS spec_proposed_tokens,
-    SpecAcceptedTokens AS spec_accepted_tokens, PrefetchOutcome AS prefetch_outcome,
-    PrefetchSavedMs AS prefetch_saved_ms, PrefetchWastedMs AS prefetch_wasted_ms,
-    if(Role = 'model', SpanAttributes['gen_ai.response.id'], '') AS response_id,
-    if(Role = 'model', arrayFilter((a, n) -> n = 'agentlat.tool_call', Events.Attributes, Events.Name), [])
-        AS tool_calls,
-    if(Role = 'tool', toInt64OrNull(SpanAttributes['agentlat.tool.args_ready_time']), NULL) AS args_ready_ns
-"""
+# The analysis's input, one row a span, in two forms from one spec: SQL over the stored spans
+# (``analysis_input_sql``: traces read back) and Arrow over a batch the writer has just stored
+# (``analysis_input_of``: traces analysed from memory). Stored columns under the names of the
+# collector's SpanRecord fields, start and end in unix ns, a few span attributes as text ('' when
+# absent), and the attributes of the span's agentlat.tool_call events. The collector reads both
+# forms alike: which role each value counts for, ids, times (collector/assembler.py).
+INPUT_COLUMNS = {
+    "trace_id": "TraceId", "span_id": "SpanId", "parent_span_id": "ParentSpanId", "name": "SpanName",
+    "service": "ServiceName", "role": "Role", "is_server_span": "IsServerSpan", "status": "StatusCode",
+    "route": "Route", "agent": "Agent", "model": "Model", "tool": "Tool", "tool_call_id": "ToolCallId",
+    "ttft_ms": "TtftMs", "queue_ms": "QueueMs", "prefill_ms": "PrefillMs", "decode_ms": "DecodeMs",
+    "input_tokens": "InputTokens", "output_tokens": "OutputTokens", "cache_read_tokens": "CacheReadTokens",
+    "cache_creation_tokens": "CacheCreationTokens", "spec_proposed_tokens": "SpecProposedTokens",
+    "spec_accepted_tokens": "SpecAcceptedTokens", "prefetch_outcome": "PrefetchOutcome",
+    "prefetch_saved_ms": "PrefetchSavedMs", "prefetch_wasted_ms": "PrefetchWastedMs",
+}  # fmt: skip
+INPUT_ATTRIBUTES = {
+    "depends_on": sc.TOOL_DEPENDS_ON,
+    "phase": sc.PHASE,
+    "response_id": "gen_ai.response.id",
+    "args_ready": sc.TOOL_ARGS_READY_TIME,
+}
+# A model span's streamed tool calls come from its stored events, not from a derived column: no ingest
+# work, no second copy on disk (docs/trace-analysis.md).
+_TOOL_CALLS = f"arrayFilter((a, n) -> n = '{sc.TOOL_CALL_EVENT}', Events.Attributes, Events.Name) AS tool_calls"
+ANALYSIS_INPUT_COLUMNS = ", ".join(
+    [
+        *(f"{column} AS {name}" for name, column in INPUT_COLUMNS.items()),
+        "toUnixTimestamp64Nano(Timestamp) AS start_ns",
+        "toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns",
+        *(f"SpanAttributes['{key}'] AS {name}" for name, key in INPUT_ATTRIBUTES.items()),
+        _TOOL_CALLS,
+    ]
+)
 
 
 def analysis_input_sql(project: str, trace_ids: Sequence[str]) -> tuple[str, Params]:
@@ -46,6 +61,40 @@ def analysis_input_sql(project: str, trace_ids: Sequence[str]) -> tuple[str, Par
         {FINAL_SETTINGS}
     """
     return sql, {"project": project, "ids": list(trace_ids)}
+
+
+def stored_spans_sql(project: str, trace_ids: Sequence[str]) -> tuple[str, Params]:
+    """Span rows stored per trace (every copy counted), from the trace time index: a lookup by key."""
+    sql = """
+        SELECT TraceId AS trace_id, sum(Spans) AS spans
+        FROM otel_traces_trace_id_ts
+        WHERE ProjectId = {project:String} AND TraceId IN {ids:Array(String)}
+        GROUP BY TraceId
+    """
+    return sql, {"project": project, "ids": list(trace_ids)}
+
+
+def analysis_input_of(batch: pa.Table) -> pa.Table:
+    """``analysis_input_sql``'s columns, computed from a batch of spans as ingest writes them."""
+    start = batch.column("Timestamp").cast(pa.int64())
+    columns = {name: batch.column(column) for name, column in INPUT_COLUMNS.items()}
+    columns["start_ns"] = start
+    columns["end_ns"] = pc.add(start, batch.column("Duration").cast(pa.int64()))
+    attributes = batch.column("SpanAttributes")
+    for name, key in INPUT_ATTRIBUTES.items():
+        columns[name] = pc.fill_null(pc.map_lookup(attributes, key, "first"), "")
+    columns["tool_calls"] = _tool_call_events(batch.column("Events.Name"), batch.column("Events.Attributes"))
+    return pa.table(columns)
+
+
+def _tool_call_events(names: pa.ChunkedArray, attributes: pa.ChunkedArray) -> pa.Array:
+    """Per span, the attributes of its events named agentlat.tool_call (a list of maps)."""
+    names, attributes = names.combine_chunks(), attributes.combine_chunks()
+    keep = pc.fill_null(pc.equal(pc.list_flatten(names), sc.TOOL_CALL_EVENT), False)
+    # kept[k]: events kept among the first k; a span's events start at its list offset
+    kept = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(keep.cast(pa.int64()))])
+    offsets = pc.take(kept, pc.subtract(names.offsets, names.offsets[0])).cast(pa.int32())
+    return pa.ListArray.from_arrays(offsets, pc.list_flatten(attributes).filter(keep))
 
 
 def unanalysed_sql(since_seconds: int) -> tuple[str, Params]:

@@ -56,6 +56,7 @@ _CREATE_TABLE = re.compile(
 _CREATE_VIEW = re.compile(
     r"^\s*CREATE MATERIALIZED VIEW IF NOT EXISTS (?P<name>\w+)\s+TO (?P<target>\w+) AS\b(?P<select>.*?)\s*$", re.S
 )
+_MODIFY_QUERY = re.compile(r"^\s*ALTER TABLE (?P<name>\w+) MODIFY QUERY\b(?P<select>.*?)\s*$", re.S)
 _ALTER = re.compile(r"^\s*ALTER TABLE (?P<name>\w+) (?P<commands>.*?)\s*$", re.S)
 _INSERT_SELECT = re.compile(r"^\s*INSERT INTO (?P<name>\w+)\s+(?P<select>SELECT\b.*?)\s*$", re.S)
 _EXCHANGE = re.compile(r"^\s*EXCHANGE TABLES (?P<first>\w+) AND (?P<second>\w+)\s*$")
@@ -118,6 +119,9 @@ class _ClusterTarget:
                 f"CREATE MATERIALIZED VIEW IF NOT EXISTS {self.qualified(view['name'])} {self.on_cluster}\n"
                 f"TO {self.local(view['target'])} AS{select}"
             ]
+        if modify := _MODIFY_QUERY.match(statement):  # a materialized view's query: it reads the local tables
+            select = _TABLE_REFERENCE.sub(lambda ref: f"{ref[1]} {self.local(ref[2])}", modify["select"])
+            return [f"ALTER TABLE {self.qualified(modify['name'])} {self.on_cluster} MODIFY QUERY{select}"]
         if alter := _ALTER.match(statement):
             name, commands = alter["name"], alter["commands"]
             local = f"ALTER TABLE {self.local(name)} {self.on_cluster} {commands}"

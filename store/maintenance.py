@@ -22,6 +22,12 @@ class RollupMaintenance:
         sql, params = analysis.analysis_input_sql(project, trace_ids)
         return self.backend.query_arrow(sql, params)
 
+    def stored_spans(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+        """How many span rows the store holds for each of these traces (a span stored twice counts twice)."""
+        sql, params = analysis.stored_spans_sql(project, trace_ids)
+        found = self.backend.query_arrow(sql, params)
+        return dict(zip(found.column("trace_id").to_pylist(), found.column("spans").to_pylist(), strict=True))
+
     def unanalysed_traces(self, since_seconds: int) -> list[tuple[str, str]]:
         sql, params = analysis.unanalysed_sql(since_seconds)
         return [(r["project"], r["trace_id"]) for r in self.backend.query_arrow(sql, params).to_pylist()]

@@ -111,18 +111,20 @@ ORDER BY (ProjectId, TraceId, toUnixTimestamp(Start))
 TTL toDate(Start) + INTERVAL {ttl_days} DAY
 """
 
-TRACE_TIMES_MV_DDL = """
-CREATE MATERIALIZED VIEW IF NOT EXISTS otel_traces_trace_id_ts_mv
-TO otel_traces_trace_id_ts AS
+TRACE_TIMES_SELECT = """
 SELECT
     ProjectId,
     TraceId,
     min(Timestamp) AS Start,
-    max(addNanoseconds(Timestamp, Duration)) AS End
+    max(addNanoseconds(Timestamp, Duration)) AS End{spans}
 FROM otel_traces
 WHERE TraceId != ''
 GROUP BY ProjectId, TraceId
 """
+TRACE_TIMES_MV_DDL = (
+    "CREATE MATERIALIZED VIEW IF NOT EXISTS otel_traces_trace_id_ts_mv\nTO otel_traces_trace_id_ts AS"
+    + TRACE_TIMES_SELECT.replace("{spans}", "")
+)
 
 
 INGESTED_AT_DDL = "ALTER TABLE otel_traces ADD COLUMN IF NOT EXISTS IngestedAt DateTime64(3) DEFAULT now64(3)"
@@ -578,6 +580,19 @@ ROLLUP_CODECS_V16_DDL = tuple(
 )
 
 
+# Issue 21: the trace time index counts each trace's stored span rows (every copy of a span sent twice
+# included), so the collector can tell that the spans it holds in memory are all a trace has and analyse it
+# without reading it back (collector/assembler.py). Rows from before this migration count UNCOUNTED, more
+# than any trace holds, so a trace with spans from before it never matches the spans held: it is read back,
+# as every trace was before.
+UNCOUNTED = 2**40
+TRACE_SPAN_COUNT = (
+    "ALTER TABLE otel_traces_trace_id_ts ADD COLUMN IF NOT EXISTS "
+    f"Spans SimpleAggregateFunction(sum, UInt64) DEFAULT {UNCOUNTED} CODEC(ZSTD(1))",
+    "ALTER TABLE otel_traces_trace_id_ts_mv MODIFY QUERY" + TRACE_TIMES_SELECT.replace("{spans}", ", count() AS Spans"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -602,6 +617,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "spans storage: codecs measured per column", (SPANS_CODECS_V14_DDL,)),
     Migration(15, "analysis rows: ZSTD(1) for the columns LZ4 compressed least", (TRACES_CODECS_V15_DDL,)),
     Migration(16, "rollups: ZSTD(3) instead of LZ4", ROLLUP_CODECS_V16_DDL),
+    Migration(17, "trace time index: span rows per trace", TRACE_SPAN_COUNT),
 )
 
 LEDGER_DDL = """

@@ -1,17 +1,36 @@
-"""A trace's spans read back from the real store as analysis input (``assembler.spans_by_trace``)."""
+"""A trace's spans as analysis input (``assembler.spans_by_trace``), in both forms the store gives: read back
+from the real store (``Store.analysis_input``), and computed from the batch just stored (``analysis_input_of``).
+Each test runs on both, with the same expected records."""
 
 from __future__ import annotations
 
 import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
 from agentlat.collector.analysis import SpanRecord, StreamedToolCall
 from agentlat.collector.assembler import spans_by_trace
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
-from agentlat.store import Store
+from agentlat.store import Store, analysis_input_of
 from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id, otlp_protobuf
 
+FORMS = ["read back", "from the batch"]
 
-def test_stored_spans_become_span_records_by_trace(embedded_store: Store) -> None:
+
+def stored_input(store: Store, form: str, spans: list[SpanSpec], project: str, traces: list[str]) -> pa.Table:
+    """Store the spans, then their analysis input in one of the two forms."""
+    batch = to_batch(parse_protobuf(otlp_protobuf(spans)), project, time.time_ns(), Limits()).batch
+    store.insert_spans(batch)
+    if form == "read back":
+        return store.analysis_input(project, traces)
+    held = analysis_input_of(batch)
+    return held.filter(pc.is_in(held.column("trace_id"), pa.array(traces)))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_stored_spans_become_span_records_by_trace(embedded_store: Store, form: str) -> None:
     base = time.time_ns() - 600_000 * MS
     traces = [new_trace_id(), new_trace_id()]
     root, calls = new_span_id(), [new_span_id() for _ in range(3)]
@@ -33,9 +52,7 @@ def test_stored_spans_become_span_records_by_trace(embedded_store: Store) -> Non
         SpanSpec("execute_tool d", trace_id=traces[1], start_ns=base, duration_ns=20 * MS, service="input-svc",
                  attributes={**tool, "gen_ai.tool.name": "d"}),
     ]  # fmt: skip
-    embedded_store.insert_spans(to_batch(parse_protobuf(otlp_protobuf(spans)), "input", time.time_ns(), Limits()).batch)
-
-    by_trace = spans_by_trace(embedded_store.analysis_input("input", traces))
+    by_trace = spans_by_trace(stored_input(embedded_store, form, spans, "input", traces))
 
     assert sorted(by_trace) == sorted(traces)
     records = {r.span_id: r for r in by_trace[traces[0]]}
@@ -53,7 +70,8 @@ def test_stored_spans_become_span_records_by_trace(embedded_store: Store) -> Non
     assert (lone.tool, lone.parent_span_id, lone.depends_on, lone.route) == ("d", "", (), "/input")
 
 
-def test_streamed_tool_calls_are_read_from_the_model_spans_events(embedded_store: Store) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_streamed_tool_calls_are_read_from_the_model_spans_events(embedded_store: Store, form: str) -> None:
     """A model span's ``agentlat.tool_call`` events become its streamed tool calls (offsets from its start as
     unix ns); other events, and those events on spans that are not model calls, are left out; a tool span's
     ``agentlat.tool.args_ready_time`` is read as is."""
@@ -76,9 +94,7 @@ def test_streamed_tool_calls_are_read_from_the_model_spans_events(embedded_store
         SpanSpec("step", trace_id=trace, span_id=other, start_ns=base, duration_ns=MS, events=events[1:2],
                  attributes={"agentlat.tool.args_ready_time": base}),
     ]  # fmt: skip
-    embedded_store.insert_spans(to_batch(parse_protobuf(otlp_protobuf(spans)), "input", time.time_ns(), Limits()).batch)
-
-    records = {r.span_id: r for r in spans_by_trace(embedded_store.analysis_input("input", [trace]))[trace]}
+    records = {r.span_id: r for r in spans_by_trace(stored_input(embedded_store, form, spans, "input", [trace]))[trace]}
 
     assert records[model].tool_calls == (
         StreamedToolCall("call_0", "search", base + 125 * MS, base + 300 * MS),
@@ -88,3 +104,38 @@ def test_streamed_tool_calls_are_read_from_the_model_spans_events(embedded_store
     assert (records[model].args_ready_ns, records[tool].tool_calls) == (None, ())
     assert records[tool].args_ready_ns == base + 310 * MS
     assert (records[other].tool_calls, records[other].args_ready_ns) == ((), None)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_each_value_counts_only_for_its_role(embedded_store: Store, form: str) -> None:
+    """A response id counts on model calls only, an args-ready time on tool calls only and only as an integer
+    of ns; status Error is an error; events of a span without tool calls leave the next span's alone."""
+    base = time.time_ns() - 600_000 * MS
+    trace = new_trace_id()
+    ids = [new_span_id() for _ in range(5)]
+    call = {"agentlat.tool_call.ready_at": 0.02, "gen_ai.tool.call.id": "k"}
+    spans = [
+        SpanSpec("step", trace_id=trace, span_id=ids[0], start_ns=base, duration_ns=MS, status_code=2,
+                 attributes={"gen_ai.response.id": "r-step", "agentlat.phase": "decode"},
+                 events=[("note", base, {"x": "1"}), ("another", base, {})]),
+        SpanSpec("chat m", trace_id=trace, span_id=ids[1], start_ns=base, duration_ns=100 * MS,
+                 attributes={"gen_ai.operation.name": "chat", "gen_ai.response.id": "r-1"},
+                 events=[("agentlat.tool_call", base + 20 * MS, call)]),
+        SpanSpec("execute_tool a", trace_id=trace, span_id=ids[2], start_ns=base + 200 * MS, duration_ns=MS,
+                 attributes={"gen_ai.operation.name": "execute_tool", "agentlat.tool.args_ready_time": "1.5"}),
+        SpanSpec("execute_tool b", trace_id=trace, span_id=ids[3], start_ns=base + 300 * MS, duration_ns=MS,
+                 attributes={"gen_ai.operation.name": "execute_tool",
+                             "agentlat.tool.args_ready_time": str(2**63)}),
+        SpanSpec("execute_tool c", trace_id=trace, span_id=ids[4], start_ns=base + 400 * MS, duration_ns=MS,
+                 attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.response.id": "r-tool",
+                             "agentlat.tool.args_ready_time": str(base + 399 * MS)}),
+    ]  # fmt: skip
+
+    records = {r.span_id: r for r in spans_by_trace(stored_input(embedded_store, form, spans, "roles", [trace]))[trace]}
+
+    step, model, a, b, c = (records[i] for i in ids)
+    assert (step.error, step.response_id, step.phase, step.tool_calls) == (True, "", "decode", ())
+    assert (model.error, model.response_id) == (False, "r-1")
+    assert model.tool_calls == (StreamedToolCall("k", "", None, base + 20 * MS),)
+    assert (a.args_ready_ns, b.args_ready_ns) == (None, None)  # not an integer; past int64
+    assert (c.args_ready_ns, c.response_id) == (base + 399 * MS, "")
