@@ -1,8 +1,9 @@
 """SQL for the per-trace analysis and the per-minute and hourly rollups built on it and on the spans.
 
-The collector reads a trace's spans with ``analysis_input_sql``, analyses them in Python,
-writes one row per trace into ``agentlat_traces`` and asks for the minutes that changed
-to be rolled up again with ``rollup_sql``.
+The collector takes a trace's spans from the batches it holds (``analysis_input_of``, when
+``stored_spans_sql`` shows the store has no others) or reads them back (``analysis_input_sql``),
+analyses them in Python, writes one row per trace into ``agentlat_traces`` and asks for the
+minutes that changed to be rolled up again with ``rollup_sql``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def analysis_input_of(batch: pa.Table) -> pa.Table:
     columns["end_ns"] = pc.add(start, batch.column("Duration").cast(pa.int64()))
     attributes = batch.column("SpanAttributes")
     for name, key in INPUT_ATTRIBUTES.items():
-        columns[name] = pc.fill_null(pc.map_lookup(attributes, key, "first"), "")
+        columns[name] = pc.fill_null(pc.map_lookup(attributes, key, "first"), "")  # as map[key]: the first
     columns["tool_calls"] = _tool_call_events(batch.column("Events.Name"), batch.column("Events.Attributes"))
     return pa.table(columns)
 
