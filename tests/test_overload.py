@@ -95,7 +95,9 @@ def test_large_bodies_from_many_clients_get_503_fast_and_memory_stays_bounded(tm
         assert {status for status, _, _ in answers} <= {200, 503}
         assert refused and accepted
         assert all(retry == "1" for status, _, retry in answers if status == 503)
-        assert refused[0] < 2.0  # a client is refused within a second or two, never minutes
+        # A client is refused at once, not after waiting for room: well before the acknowledged bodies are through
+        # (a fixed 2 s failed on a busy 2-core host at 2.16 s, with the slowest answer at 5.7 s).
+        assert refused[0] < max(accepted) / 2 and refused[0] < 10
         assert max(elapsed for _, elapsed, _ in answers) < 30  # under an OTLP exporter's retry horizon
         assert sampler.peak - idle < RSS_BOUND_MIB
         assert server.process.poll() is None
