@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlat.collector.analysis import analyse
-from agentlat.collector.assembler import spans_by_trace, trace_rows
+from agentlat.collector.assembler import TraceAssembler, spans_by_trace, trace_rows
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
 from agentlat.collector.rollups import minutes_of
 from agentlat.collector.wal import WriteAheadLog
@@ -101,12 +101,13 @@ class Stages:
         """What the assembler does instead of a read-back: each stored batch's analysis input, then per pass
         the traces' rows taken from it, counted, and their stored span rows looked up."""
         held = [analysis_input_of(batch) for batch in self.writer_batches]
+        assembler = TraceAssembler(self.store)  # for its rule: stored span rows equal to the rows held
         self.inputs = []
         for first in range(0, len(self.trace_ids), ANALYSIS_BATCH):
             ids = pa.array(self.trace_ids[first : first + ANALYSIS_BATCH])
             rows = pa.concat_tables([t.filter(pc.is_in(t.column("trace_id"), ids)) for t in held])
-            rows.group_by("trace_id").aggregate([("span_id", "count"), ("span_id", "count_distinct")])
-            self.store.stored_spans(PROJECT, ids.to_pylist())
+            complete = assembler._complete_in_memory(PROJECT, rows)
+            assert len(complete) == len(ids), "every trace should be analysed from memory here"
             self.inputs.append(rows)
 
     def analyse(self) -> None:

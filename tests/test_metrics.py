@@ -49,3 +49,27 @@ def test_metrics_count_received_rejected_and_written(tmp_path: Path) -> None:
         assert m[("agentlat_store_available", ())] == 1
     finally:
         server.stop()
+
+
+def test_traces_are_analysed_from_memory_and_a_late_span_is_read_back(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path, extra_env={"AGENTLAT_TRACE_GRACE": "0.2"}).start()
+    try:
+        roots = [SpanSpec("invoke_agent a"), SpanSpec("invoke_agent b")]
+        children = [SpanSpec("execute_tool t", trace_id=r.trace_id, parent_span_id=r.span_id) for r in roots]
+        post = lambda spans: httpx.post(f"{server.url}/v1/traces", content=otlp_protobuf(spans), headers=PROTOBUF)  # noqa: E731
+
+        def analysed(count: int) -> dict | None:
+            s = scrape(server)
+            return s if s[("agentlat_traces_analysed_total", ())] >= count else None
+
+        assert post(roots + children).status_code == 200
+        first = wait_for(lambda: analysed(2))
+        assert first[("agentlat_traces_read_back_total", ())] == 0  # both traces' spans were held
+        assert first[("agentlat_analysis_held_bytes", ())] == 0  # and let go once analysed
+
+        late = SpanSpec("execute_tool late", trace_id=roots[0].trace_id, parent_span_id=roots[0].span_id)
+        assert post([late]).status_code == 200
+        second = wait_for(lambda: analysed(3))
+        assert second[("agentlat_traces_read_back_total", ())] == 1  # its earlier spans were let go: read back
+    finally:
+        server.stop()
