@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -66,6 +66,7 @@ class CollectorMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.registry.register(_StateCollector(pipeline, assembler, rollups))
+        GCCollector(registry=self.registry)  # python_gc_*: the server's garbage collections (gc_tuning.py)
         pipeline.on_insert_timing(self.store_write_seconds.observe)
 
     def counters(self, signal: str) -> tuple[Counter, Counter, Counter | None]:

@@ -14,6 +14,7 @@ import uvicorn
 from rich.console import Console
 
 from agentlat.errors import ConfigError
+from agentlat.gc_tuning import tune_for_throughput
 from agentlat.server.app import create_app
 from agentlat.server.config import Settings
 from agentlat.server.http_limits import HttpLimits
@@ -52,6 +53,7 @@ def run_server(
     text = banner(settings, app.state.store.description)
     show = announce or (lambda banner_text: console.print(banner_text, soft_wrap=True))  # whole lines, for logs
     when_ready(f"{local_url(settings)}/readyz", lambda: show(text))
+    tune_for_throughput()
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=log_level, log_config=None, access_log=False, **options
     )

@@ -20,11 +20,12 @@ from google.rpc.status_pb2 import Status
 from agentlat.collector.ingest import DECODE_CONCURRENCY, Ingestor, default_decode_workers
 from agentlat.collector.otlp import DecodedBatch, Limits, OtlpDecodeError, TooManySpans
 from agentlat.errors import ConfigError
+from agentlat.gc_tuning import YOUNG_THRESHOLD
 from agentlat.server.config import Settings
 from bench.ingest import build_requests
 from tests.otlp_payloads import SpanSpec, new_trace_id, otlp_json, otlp_protobuf
 from tests.servers import ServerProcess, spawned_workers, wait_for
-from tests.worker_probe import imported_modules
+from tests.worker_probe import gc_thresholds, imported_modules
 
 LIMITS = Limits(max_spans=5)
 
@@ -94,6 +95,13 @@ def test_a_worker_imports_only_what_decoding_needs(monkeypatch: pytest.MonkeyPat
     assert {"agentlat.collector.decode", "agentlat.columns", "pyarrow"} <= modules
     heavy = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_IN_A_WORKER))
     assert heavy == []
+
+
+def test_a_worker_collects_young_garbage_as_rarely_as_the_server(workers: Ingestor) -> None:
+    """Each request's spans would set off young collections at CPython's default threshold (sdk/gc_tuning.py)."""
+    pool = workers._executor()
+    assert pool is not None
+    assert pool.submit(gc_thresholds).result(timeout=60)[0] == YOUNG_THRESHOLD
 
 
 def test_a_server_with_decode_workers_stores_what_it_acknowledges(tmp_path: Path) -> None:

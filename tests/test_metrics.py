@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.ingest import build_requests
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess, wait_for
 
@@ -71,5 +72,21 @@ def test_traces_are_analysed_from_memory_and_a_late_span_is_read_back(tmp_path: 
         assert post([late]).status_code == 200
         second = wait_for(lambda: analysed(3))
         assert second[("agentlat_traces_read_back_total", ())] == 1  # its earlier spans were let go: read back
+    finally:
+        server.stop()
+
+
+def test_the_server_collects_young_garbage_a_few_times_for_20k_spans_ingested_and_analysed(tmp_path: Path) -> None:
+    """At CPython's default threshold (700) storing and analysing these 20,000 spans took ~100 young
+    collections; at agentlat's (sdk/gc_tuning.py) a pass's objects are freed before one runs."""
+    server = ServerProcess(tmp_path, extra_env={"AGENTLAT_TRACE_GRACE": "0.5"}).start()
+    try:
+        young = ("python_gc_collections_total", (("generation", "0"),))
+        before = scrape(server)[young]
+        for body in build_requests(20):
+            response = httpx.post(f"{server.url}/v1/traces", content=body, headers=PROTOBUF, timeout=60)
+            assert response.status_code == 200, response.text
+        wait_for(lambda: scrape(server)[("agentlat_traces_analysed_total", ())] >= 2000, timeout=120)
+        assert scrape(server)[young] - before <= 10
     finally:
         server.stop()

@@ -10,3 +10,10 @@ import sys
 def imported_modules() -> list[str]:
     """Names of the modules imported; a name marked missing (``None``) is not one."""
     return sorted(name for name, module in sys.modules.items() if module is not None)
+
+
+def gc_thresholds() -> tuple[int, int, int]:
+    """The garbage collector's thresholds in this process."""
+    import gc
+
+    return gc.get_threshold()
