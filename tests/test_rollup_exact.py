@@ -184,12 +184,14 @@ def test_large_groups_are_estimated_within_the_digest_error(
         at_or_below = np.searchsorted(data, value, side="right") / n
         assert max(0.0, below - q, q - at_or_below) <= RANK_TOLERANCE + 1 / n, (q, value, exact(data.tolist()))
 
-    # The heatmap at a step of a week (one column, or two when a week starts inside the window): 100
-    # quantiles of each digest shared out, so each bucket edge splits the values within the digest's rank
-    # error plus a hundredth (each quantile stands for a hundredth of the values), and one for rounding.
+    # The heatmap at a step of a week (one column, or two when a week starts inside the window: 7-day steps
+    # start on Thursdays, so on a Thursday D is a Wednesday and the window's last hours fall in a second
+    # column): 100 quantiles of each digest shared out, so each bucket edge splits the values within the
+    # digest's rank error plus a hundredth (each quantile stands for a hundredth of the values), and one for
+    # rounding. A column of at most EXACT_MAX values has them all at hand, and only such a column is exact.
     columns = embedded_store.latency_heatmap("tool", window(project), 7 * DAY)
     assert [c.count for c in columns] == [sum(c.counts) for c in columns] and sum(c.count for c in columns) == n
-    assert not all(c.exact for c in columns)
+    assert [c.exact for c in columns] == [c.count <= EXACT_MAX for c in columns]
     below_each_edge = np.cumsum(np.sum([c.counts for c in columns], axis=0))[:-1]
     truly_below = np.searchsorted(data, np.array(LATENCY_EDGES_MS[1:]), side="left")
     assert np.abs(below_each_edge - truly_below).max() <= (RANK_TOLERANCE + 0.01) * n + len(columns)
