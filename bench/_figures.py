@@ -14,7 +14,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 NUMBER = r"[-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?|nan|inf"
-INGEST_TARGET = 100_000.0  # spans/s, end to end (issue 9)
+ACKNOWLEDGED_TARGET = 100_000.0  # spans/s, durable in the write-ahead log (issue 9)
+STORED_TARGET = 60_000.0  # spans/s in the store (issue 21)
+ANALYSED_TARGET = 45_000.0  # spans/s stored, analysed and rolled up (issue 21)
+RSS_TARGET_MIB = 512.0  # peak RSS of the server and its workers during the ingest benchmark (issue 21)
 SPANS_PER_TRACE = 10
 
 
@@ -113,12 +116,12 @@ def parse_stages(text: str) -> list[Figure]:
 
 # --- bench/ingest.py ----------------------------------------------------------------------------
 INGEST_ROWS: dict[str, tuple[str, float | None, str]] = {
-    "acknowledged (durable) spans/s": ("spans/s", INGEST_TARGET, ">="),
-    "stored spans/s": ("spans/s", INGEST_TARGET, ">="),
+    "acknowledged (durable) spans/s": ("spans/s", ACKNOWLEDGED_TARGET, ">="),
+    "stored spans/s": ("spans/s", STORED_TARGET, ">="),
     "request latency p50": ("ms", None, ""),
     "request latency p99": ("ms", None, ""),
     "server CPU per 100k spans": ("CPU s", None, ""),
-    "server peak RSS": ("MiB", None, ""),
+    "server peak RSS": ("MiB", RSS_TARGET_MIB, "<="),
 }
 
 
@@ -161,7 +164,7 @@ def _analysis(row: tuple[float, str] | None) -> list[Figure]:
     rate = analysed * SPANS_PER_TRACE / seconds if seconds > 0 else math.nan
     return [
         Figure("ingest: traces analysed", analysed, "traces", expected, ">=", f"in {seconds:.1f} s"),
-        Figure("ingest: analysed spans/s (trace analysis keeping up)", rate, "spans/s", INGEST_TARGET, ">="),
+        Figure("ingest: analysed spans/s (trace analysis keeping up)", rate, "spans/s", ANALYSED_TARGET, ">="),
     ]
 
 
@@ -172,21 +175,25 @@ def parse_ingest_json(json_file: Path) -> list[Figure]:
     stored_s = stored / d["spans_per_s_stored"] if d["spans_per_s_stored"] else math.nan
     lag, kept_up = seconds - stored_s, "kept up" if d["analysis_kept_up"] else "did NOT keep up"
     return [
-        Figure("ingest: acknowledged (durable) spans/s", d["spans_per_s_acked"], "spans/s", INGEST_TARGET, ">="),
-        Figure("ingest: stored spans/s", d["spans_per_s_stored"], "spans/s", INGEST_TARGET, ">=",
+        Figure("ingest: acknowledged (durable) spans/s", d["spans_per_s_acked"], "spans/s", ACKNOWLEDGED_TARGET, ">="),
+        Figure("ingest: stored spans/s", d["spans_per_s_stored"], "spans/s", STORED_TARGET, ">=",
                f"{stored:,} of {acked:,} stored in {stored_s:.1f} s"),
         Figure("ingest: request latency p50", d["latency_p50_ms"], "ms", note="1,000 spans per request"),
         Figure("ingest: request latency p99", d["latency_p99_ms"], "ms"),
         Figure("ingest: server CPU per 100k spans", d["server_cpu_s_per_100k_spans"], "CPU s",
                note=f"{d['server_cpu_s']:.1f} s in all"),
-        Figure("ingest: server peak RSS", d["peak_rss_mb"], "MiB", note=f"{d['processes']} processes"),
+        Figure("ingest: server peak RSS", d["peak_rss_mb"], "MiB", RSS_TARGET_MIB, "<=", f"{d['processes']} processes"),
         Figure("ingest: traces analysed", d["traces_analysed"], "traces", d["traces_expected"], ">=",
                f"in {seconds:.1f} s"),
         Figure("ingest: analysed spans/s (trace analysis keeping up)",
                d["traces_analysed"] * SPANS_PER_TRACE / seconds if seconds > 0 else math.nan, "spans/s",
-               INGEST_TARGET, ">="),
+               ANALYSED_TARGET, ">="),
         Figure("ingest: analysis done after the last span stored", lag, "s", kept_up_seconds(), "<=", kept_up),
         *(Figure(f"ingest: server CPU per span, {part}", us, "µs") for part, us in _cpu_parts(d).items()),
+        *([Figure("ingest: traces read back from the store", d["traces_read_back"], "traces",
+                  note="the rest were analysed from the spans held in memory")] if "traces_read_back" in d else []),
+        *(Figure(f"ingest: server garbage collections, {kind}", n, "")
+          for kind, n in d.get("gc_collections", {}).items()),
     ]  # fmt: skip
 
 

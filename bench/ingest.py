@@ -215,6 +215,8 @@ class Figures:
     analysis_seconds: float
     analysis_kept_up: bool
     cpu_us_per_span: dict[str, float]  # by CPU_PARTS
+    traces_read_back: int  # of those analysed: read back from the store, not analysed from the spans held
+    gc_collections: dict[str, int]  # the server's garbage collections during the run: young, full
 
     def rows(self) -> list[tuple[str, float, str, str]]:
         kept_up = "kept up" if self.analysis_kept_up else "did NOT keep up"
@@ -230,6 +232,10 @@ class Figures:
              f"of {self.traces_expected} in {self.analysis_seconds:.1f} s ({kept_up})"),
             *((f"ingest: server CPU per span, {CPU_PARTS[part]}", us, "µs", "")
               for part, us in self.cpu_us_per_span.items()),
+            ("ingest: traces read back from the store", self.traces_read_back, "traces",
+             "the rest were analysed from the spans held in memory"),
+            *((f"ingest: server garbage collections, {kind}", count, "", "")
+              for kind, count in self.gc_collections.items()),
         ]  # fmt: skip
 
 
@@ -252,6 +258,7 @@ def measure(requests: int = 200, clients: int = 4) -> Figures:
 def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figures:
     pid = server.process.pid
     cpu_before, parts_before = _cpu_seconds(_process_tree(pid)), _cpu_by_part(pid)
+    gc_before = _gc_collections(server)
     results: mp.Queue = mp.Queue()
     shares = [payloads[i::clients] for i in range(clients)]
     workers = [mp.Process(target=_post_all, args=(f"{server.url}/v1/traces", s, results)) for s in shares]
@@ -271,6 +278,7 @@ def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figu
     cpu = _cpu_seconds(pids) - cpu_before
     parts = {part: (seconds - parts_before[part]) / max(acked, 1) * 1e6 for part, seconds in _cpu_by_part(pid).items()}
     latencies = sorted(x for _, lat in outcomes for x in lat)
+    gc_after = _gc_collections(server)
     return Figures(
         requests=len(payloads), clients=clients, spans_acked=acked, spans_stored=stored,
         spans_per_s_acked=acked / acked_seconds, spans_per_s_stored=stored / stored_seconds,
@@ -279,7 +287,8 @@ def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figu
         peak_rss_mb=_peak_rss_mb(pids), processes=len(pids),
         traces_expected=traces_expected, traces_analysed=analysed, analysis_seconds=analysis_seconds,
         analysis_kept_up=analysed >= traces_expected and analysis_seconds <= stored_seconds + KEPT_UP_SECONDS,
-        cpu_us_per_span=parts,
+        cpu_us_per_span=parts, traces_read_back=int(_count(server, "agentlat_traces_read_back_total")),
+        gc_collections={kind: gc_after[kind] - gc_before[kind] for kind in gc_after},
     )  # fmt: skip
 
 
@@ -289,6 +298,12 @@ def _count(server: ServerProcess, path: str) -> float:
         if line.startswith(path + " "):
             return float(line.split()[1])
     return 0.0
+
+
+def _gc_collections(server: ServerProcess) -> dict[str, int]:
+    """The server's young and full garbage collections so far (sdk/gc_tuning.py)."""
+    young, full = (int(_count(server, f'python_gc_collections_total{{generation="{g}"}}')) for g in (0, 2))
+    return {"young": young, "full": full}
 
 
 def _wait_stored(server: ServerProcess, expected: int, timeout: float = 600) -> int:
