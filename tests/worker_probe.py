@@ -14,6 +14,6 @@ def imported_modules() -> list[str]:
 
 def gc_thresholds() -> tuple[int, int, int]:
     """The garbage collector's thresholds in this process."""
-    import gc
+    import gc  # here, not at the top: the module itself must import nothing but sys (see above)
 
     return gc.get_threshold()
