@@ -6,6 +6,7 @@ exchange data as Arrow, so every query in ``queries.py`` runs unchanged on eithe
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import io
 import os
@@ -159,6 +160,7 @@ class ChdbBackend:
             try:
                 return handle.query(sql, fmt, params=bound)
             except Exception as exc:
+                _discard_partial_result(handle)
                 raise _chdb_error(str(exc)) from None
 
     def close(self) -> None:
@@ -167,6 +169,14 @@ class ChdbBackend:
         for handle in handles:
             handle.close()
             self._idle.put(handle)
+
+
+def _discard_partial_result(handle: Any) -> None:
+    """After a statement fails while its ArrowStream result is being written, chDB 4.4 hands what it had
+    written to the handle's next statement instead of that statement's own result: a statement that
+    answers nothing takes it here."""
+    with contextlib.suppress(Exception):  # an unusable handle: its next statement reports that
+        handle.query("SELECT 1", "Null")
 
 
 # chDB raises plain exceptions; these say "not now" (the disk is full) rather than "never".
