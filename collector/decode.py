@@ -1,4 +1,6 @@
-"""What an OTLP decode worker process runs: a request body to an Arrow batch, for each signal.
+"""What an OTLP decode worker process runs: a request body to what is logged of it, for each signal: the
+checked request for traces (``otlp.TraceRequest``, decoded in bulk when stored), an Arrow batch
+for logs and metrics.
 
 The server's ``Ingestor`` (``ingest.py``) sends bodies to a pool of spawned worker processes,
 and each worker imports this module to unpickle ``decode``. So this module imports only what
@@ -19,7 +21,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from agentlat.collector import otlp_signals
-from agentlat.collector.otlp import DecodedBatch, Limits, parse_json, parse_protobuf, to_batch
+from agentlat.collector.otlp import DecodedBatch, Limits, logged_form, parse_json, parse_protobuf
 from agentlat.gc_tuning import tune_for_throughput
 from agentlat.processes import exit_with_parent
 
@@ -32,7 +34,7 @@ class Signal:
     noun: str  # what its records are called in messages
     parse_protobuf: Any  # bytes -> Export*ServiceRequest
     parse_json: Any
-    to_batch: Any  # (request, project, received_ns, limits) -> DecodedBatch
+    to_batch: Any  # (request, project, received_ns, limits) -> DecodedBatch of what is logged
     response: type[Message]  # Export*ServiceResponse
     rejected_field: str  # the count in the response's partial_success
     invalid_reason: str  # label of the rejected counter for records rejected one by one
@@ -48,7 +50,7 @@ class Signal:
 
 SIGNALS: dict[str, Signal] = {
     "traces": Signal(
-        "traces", "spans", parse_protobuf, parse_json, to_batch, ExportTraceServiceResponse, "rejected_spans",
+        "traces", "spans", parse_protobuf, parse_json, logged_form, ExportTraceServiceResponse, "rejected_spans",
         "invalid_span",
     ),
     "logs": Signal(
@@ -65,9 +67,13 @@ SIGNALS: dict[str, Signal] = {
 def decode(
     body: bytes, protobuf: bool, project: str, received_ns: int, limits: Limits, signal: str = "traces"
 ) -> DecodedBatch:
-    """A request body to a batch; raise OtlpDecodeError or TooManySpans. Runs in a worker."""
+    """A request body to what is logged of it; raise OtlpDecodeError or TooManySpans. Runs in a worker, or for
+    protobuf traces (a check, not a decode) in a thread of the server. A trace request that came as protobuf
+    is logged as it came."""
     kind = SIGNALS[signal]
     request = kind.parse_protobuf(body) if protobuf else kind.parse_json(body)
+    if signal == "traces" and protobuf:
+        return logged_form(request, project, received_ns, limits, body)
     return kind.to_batch(request, project, received_ns, limits)
 
 

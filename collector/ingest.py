@@ -1,11 +1,13 @@
-"""What every OTLP receiver does with a request, whatever the protocol: turn it into a
-batch, log it durably, and count what happened.
+"""What every OTLP receiver does with a request, whatever the protocol: check it, log it durably,
+and count what happened.
 
-Decoding is most of the CPU an ingested span costs and holds the GIL, so it runs in
-``decode_workers`` worker processes (by default as many as requests are decoded at once, on a
-machine with two cores or more), which take the raw body and send back the Arrow batch
-(``decode.py``, which spares them the store and everything else they do not use); the
-server's own GIL is left to the writer, trace analysis and HTTP. A worker that dies (killed,
+A protobuf trace request is only checked here (which spans it keeps: ``otlp.check_request``, about
+a microsecond a span) and logged as it came; the writer decodes many of them at once with the
+engine when it stores them (``otlp_engine``). Parsing OTLP/JSON, and decoding logs and metrics,
+costs far more CPU and holds the GIL, so those run in ``decode_workers`` worker processes (by
+default as many as requests are decoded at once, on a machine with two cores or more, started at
+the first such request), which take the raw body and send back what is logged (``decode.py``,
+which spares them the store and everything else they do not use). A worker that dies (killed,
 out of memory) costs the requests it held a 503 and is replaced.
 """
 
@@ -58,10 +60,10 @@ class Ingestor:
         self._pool: ProcessPoolExecutor | None = None
 
     async def decode(self, body: bytes, protobuf: bool, project: str, signal: str = "traces") -> DecodedBatch:
-        """Decode off the event loop: in a worker process when there are any, else a thread.
-        Raise DecoderUnavailable when the worker died on the way."""
+        """Decode off the event loop: protobuf traces in a thread, the rest in a worker process when there
+        are any, else a thread. Raise DecoderUnavailable when the worker died on the way."""
         args = (body, protobuf, project, time.time_ns(), self.limits, signal)
-        pool = self._executor()
+        pool = None if protobuf and signal == "traces" else self._executor()
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, decode, *args)
         except BrokenProcessPool:
@@ -90,7 +92,8 @@ class Ingestor:
             self._pool.shutdown(cancel_futures=True)
 
     def accept(self, request: Message, project: str, protocol: str, signal: str = "traces") -> DecodedBatch:
-        """Decode and log; raise TooManySpans, Backpressure or LogUnavailable when nothing was kept."""
+        """Check (traces) or decode, and log; raise TooManySpans, Backpressure or LogUnavailable when nothing
+        was kept."""
         return self.record(SIGNALS[signal].to_batch(request, project, time.time_ns(), self.limits), protocol)
 
     def record(self, decoded: DecodedBatch, protocol: str) -> DecodedBatch:

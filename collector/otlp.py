@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import operator
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,10 @@ DAY_NS = 24 * 60 * NS_PER_MINUTE
 MAX_REPORTED_ERRORS = 5
 MAX_TIME_NS = 2**63 - 1  # nanosecond timestamps in Arrow and ClickHouse are signed 64-bit
 _MAP = SPAN_ARROW_SCHEMA.field("SpanAttributes").type
+
+
+_RECORD_MAGIC = b"agentlat:otlp-traces:1\n"
+_RECORD_HEADER = struct.Struct("<qqII")  # received ns, expiry ns, spans, project length
 
 
 class OtlpDecodeError(AgentlatError, ValueError):
@@ -64,7 +69,7 @@ class Limits:
 
 @dataclass(slots=True)
 class DecodedBatch:
-    batch: pa.Table
+    batch: Any  # pa.Table, or a TraceRequest (otlp_engine) to be decoded when it is stored
     accepted: int  # rows in ``batch``
     rejected: int = 0  # reported in partial_success
     errors: list[str] = field(default_factory=list)
@@ -308,17 +313,18 @@ class _Columns:
 
 
 def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits) -> DecodedBatch:
-    spans = count_spans(request)
-    if spans > limits.max_spans:
-        raise TooManySpans(
-            f"{spans} spans in one request; the limit is {limits.max_spans}: lower OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
-        )
+    """The reference decoder: a request to one batch of the spans table, span by span in Python. The
+    collector decodes what it stores with ``otlp_engine.decode_requests``, which gives the same batch."""
+    _checked_count(request, limits)
+    return decode_spans(request, project, received_ns, limits, expiry_ns(received_ns, limits))
+
+
+def decode_spans(
+    request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits, expiry: int
+) -> DecodedBatch:
+    """``to_batch`` of a request already counted, dropping spans that ended before ``expiry`` (-1: none)."""
     cols = _Columns()
-    rejected = expired = 0
-    # Spans that ended before this are rejected: the spans table's TTL drops a span whose start day is
-    # ``retention_days`` old, which this span's is however long it ran and in whatever timezone.
-    expiry = received_ns - limits.retention_days * DAY_NS if limits.retention_days else -1
-    errors: list[str] = []
+    verdicts = _Verdicts(expiry)
     for resource_spans in request.resource_spans:
         resource = _Map()
         resource_typed = _attributes(resource_spans.resource.attributes, limits, [], resource)
@@ -326,21 +332,107 @@ def to_batch(request: ExportTraceServiceRequest, project: str, received_ns: int,
         for scope_spans in resource_spans.scope_spans:
             scope = (scope_spans.scope.name, scope_spans.scope.version)
             for span in scope_spans.spans:
-                problem = _id_error(span)
-                if problem:
-                    rejected += 1
-                    if len(errors) < MAX_REPORTED_ERRORS:
-                        errors.append(f"span {span.name!r}: {problem}")
-                    continue
-                if max(span.start_time_unix_nano, span.end_time_unix_nano) < expiry:
-                    expired += 1
-                    continue
-                _append_span(cols, span, (service, *scope, project), resource, received_ns, limits)
+                if verdicts.keep(span):
+                    _append_span(cols, span, (service, *scope, project), resource, received_ns, limits)
     batch = cols.table()
-    decoded = DecodedBatch(batch, accepted=batch.num_rows, rejected=rejected + expired, errors=errors, expired=expired)
-    if expired:
-        decoded.expired_message = _expired_message(expired, limits.retention_days, expiry)
+    return verdicts.decoded(batch, batch.num_rows, limits)
+
+
+def check_request(request: ExportTraceServiceRequest, received_ns: int, limits: Limits) -> DecodedBatch:
+    """What ``to_batch`` would accept and reject of a request, without decoding it (``batch`` stays None):
+    the request is logged as it came and decoded when it is stored (``otlp_engine.decode_requests``)."""
+    count = _checked_count(request, limits)
+    verdicts = _Verdicts(expiry_ns(received_ns, limits))
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                verdicts.keep(span)
+    return verdicts.decoded(None, count - verdicts.rejected - verdicts.expired, limits)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """An accepted OTLP trace request, logged as it came and decoded when it is stored."""
+
+    body: bytes  # a serialized ExportTraceServiceRequest
+    project: str
+    received_ns: int
+    expiry_ns: int  # spans that ended before this are dropped (-1: none), as they were when checked
+    spans: int  # the spans it was accepted with: the rows it decodes to
+
+    def to_record(self) -> bytes:
+        project = self.project.encode()
+        header = _RECORD_HEADER.pack(self.received_ns, self.expiry_ns, self.spans, len(project))
+        return _RECORD_MAGIC + header + project + self.body
+
+    @staticmethod
+    def is_record(payload: bytes) -> bool:
+        return payload.startswith(_RECORD_MAGIC)
+
+    @classmethod
+    def from_record(cls, payload: bytes) -> TraceRequest:
+        at = len(_RECORD_MAGIC)
+        received, expiry, spans, length = _RECORD_HEADER.unpack_from(payload, at)
+        at += _RECORD_HEADER.size
+        return cls(payload[at + length :], payload[at : at + length].decode(), received, expiry, spans)
+
+
+def logged_form(
+    request: ExportTraceServiceRequest, project: str, received_ns: int, limits: Limits, body: bytes | None = None
+) -> DecodedBatch:
+    """A request checked as ``to_batch`` would decode it, its batch the ``TraceRequest`` to log: ``body`` (the
+    request as received, when it came as protobuf) or the request serialized."""
+    decoded = check_request(request, received_ns, limits)
+    payload = request.SerializeToString() if body is None else body
+    decoded.batch = TraceRequest(payload, project, received_ns, expiry_ns(received_ns, limits), decoded.accepted)
     return decoded
+
+
+def expiry_ns(received_ns: int, limits: Limits) -> int:
+    """Spans that ended before this are rejected (-1: none is): the spans table's TTL drops a span whose start
+    day is ``retention_days`` old, which this span's is however long it ran and in whatever timezone."""
+    return received_ns - limits.retention_days * DAY_NS if limits.retention_days else -1
+
+
+class _Verdicts:
+    """Keeps or rejects a request's spans one by one, counting and describing what it rejects."""
+
+    __slots__ = ("errors", "expired", "expiry", "rejected")
+
+    def __init__(self, expiry: int) -> None:
+        self.expiry = expiry
+        self.rejected = self.expired = 0
+        self.errors: list[str] = []
+
+    def keep(self, span: Any) -> bool:
+        problem = _id_error(span)
+        if problem:
+            self.rejected += 1
+            if len(self.errors) < MAX_REPORTED_ERRORS:
+                self.errors.append(f"span {span.name!r}: {problem}")
+            return False
+        if max(span.start_time_unix_nano, span.end_time_unix_nano) < self.expiry:
+            self.expired += 1
+            return False
+        return True
+
+    def decoded(self, batch: pa.Table | None, accepted: int, limits: Limits) -> DecodedBatch:
+        decoded = DecodedBatch(
+            batch, accepted=accepted, rejected=self.rejected + self.expired, errors=self.errors, expired=self.expired
+        )
+        if self.expired:
+            decoded.expired_message = _expired_message(self.expired, limits.retention_days, self.expiry)
+        return decoded
+
+
+def _checked_count(request: ExportTraceServiceRequest, limits: Limits) -> int:
+    """The request's span count; raise TooManySpans past the limit."""
+    spans = count_spans(request)
+    if spans > limits.max_spans:
+        raise TooManySpans(
+            f"{spans} spans in one request; the limit is {limits.max_spans}: lower OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+        )
+    return spans
 
 
 def _expired_message(spans: int, days: int, expiry_ns: int) -> str:

@@ -1,9 +1,12 @@
 """From an accepted request to the store: log first, acknowledge, then write in batches.
 
-``submit()`` returns only once a batch is in the write-ahead log, so an acknowledged span
-survives a crash. One writer thread gathers logged batches into inserts of up to
-``batch_rows`` rows (or whatever arrived within ``flush_interval``) and moves the log's
-checkpoint past them once the store has them. While the store is down the writer retries
+``submit()`` returns only once a request is in the write-ahead log, so an acknowledged span
+survives a crash. Trace requests are logged as they came (``otlp.TraceRequest``), logs and
+metrics as Arrow batches. One writer thread gathers logged items into inserts of up to
+``batch_rows`` rows (or whatever arrived within ``flush_interval``), decodes the trace requests
+among them in one call (``otlp_engine.decode_requests``), and moves the log's checkpoint past
+them once the store has them. A trace request nothing can decode is set aside in the
+dead-letter folder, as a batch the store keeps refusing is. While the store is down the writer retries
 with backoff and the log grows; past ``max_pending_bytes`` new requests are refused with a
 retry hint instead of growing memory without bound, and so they are while the disk is below
 its free-space floor (``DiskGuard``).
@@ -30,10 +33,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
 from agentlat.collector.diskspace import DiskGuard
+from agentlat.collector.otlp import Limits, TraceRequest
+from agentlat.collector.otlp_engine import decode_requests
 from agentlat.collector.wal import Position, WriteAheadLog
 from agentlat.errors import AgentlatError
 from agentlat.store import (
@@ -63,11 +69,26 @@ class Backpressure(AgentlatError):
         self.retry_after = retry_after
 
 
+Loggable = pa.Table | TraceRequest
+
+
 @dataclass(frozen=True, slots=True)
 class _Logged:
     position: Position
-    batch: pa.Table
+    item: Loggable
     size: int
+
+    @property
+    def rows(self) -> int:
+        return self.item.spans if isinstance(self.item, TraceRequest) else self.item.num_rows
+
+
+def _record(item: Loggable) -> bytes:
+    return item.to_record() if isinstance(item, TraceRequest) else to_arrow_stream(item)
+
+
+def _loggable(payload: bytes) -> Loggable:
+    return TraceRequest.from_record(payload) if TraceRequest.is_record(payload) else from_arrow_stream(payload)
 
 
 @dataclass(slots=True)
@@ -94,8 +115,10 @@ class IngestPipeline:
         batch_rows: int = 50_000,
         flush_interval: float = 0.2,
         disk: DiskGuard | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.store = store
+        self.limits = limits or Limits()  # what decoding trace requests cuts and flags
         self.disk = disk
         self.wal = wal
         self.max_pending_bytes = max_pending_bytes
@@ -132,7 +155,7 @@ class IngestPipeline:
         """Queue what the log holds past its checkpoint, then start writing. Returns that count."""
         replayed = 0
         for position, payload in self.wal.replay(self.wal.checkpoint()):
-            self._enqueue(_Logged(position, from_arrow_stream(payload), len(payload)))
+            self._enqueue(_Logged(position, _loggable(payload), len(payload)))
             replayed += 1
         if replayed:
             log.info("replaying %d logged batches not yet in the store", replayed)
@@ -160,14 +183,14 @@ class IngestPipeline:
         problem = self._writer_problem
         return f"retrying: {problem}" if problem else "running"
 
-    def submit(self, batch: pa.Table) -> None:
-        """Make ``batch`` durable; raise Backpressure when the store is too far behind or the disk is low."""
+    def submit(self, item: Loggable) -> None:
+        """Make ``item`` durable; raise Backpressure when the store is too far behind or the disk is low."""
         self.ensure_writer()  # gRPC requests come here without check_room
         self._refuse_if_disk_low()
-        payload = to_arrow_stream(batch)
+        payload = _record(item)
         self._reserve(len(payload))
         try:
-            self.wal.append(payload, token=(batch, len(payload)))
+            self.wal.append(payload, token=(item, len(payload)))
         except OSError:
             self._release(len(payload))
             raise
@@ -200,11 +223,11 @@ class IngestPipeline:
         with self._pending_lock:
             self._pending_bytes -= size
 
-    def _on_durable(self, position: Position, token: tuple[pa.Table, int]) -> None:
+    def _on_durable(self, position: Position, token: tuple[Loggable, int]) -> None:
         # Called by the log in log order, so the checkpoint never passes a record that is
         # not in the store yet.
-        batch, size = token
-        self._queue.put(_Logged(position, batch, size))
+        item, size = token
+        self._queue.put(_Logged(position, item, size))
 
     def _enqueue(self, item: _Logged) -> None:
         with self._pending_lock:
@@ -261,7 +284,7 @@ class IngestPipeline:
             first = self._queue.get(timeout=self.flush_interval)
         except queue.Empty:
             return []
-        items, rows = [first], first.batch.num_rows
+        items, rows = [first], first.rows
         deadline = time.monotonic() + self.flush_interval
         while rows < self.batch_rows:
             try:
@@ -269,16 +292,23 @@ class IngestPipeline:
             except queue.Empty:
                 break
             items.append(item)
-            rows += item.batch.num_rows
+            rows += item.rows
         return items
 
     def _insert(self, items: list[_Logged]) -> bool:
-        """Write the gathered batches, one insert per table; False when stopping with the store down.
+        """Write the gathered items, one insert per table; False when stopping with the store down.
         After an error the writer retries all of them: a table already written gets duplicates,
         which its sorting key replaces."""
         by_table: dict[str, list[pa.Table]] = {}
-        for item in items:
-            by_table.setdefault(table_of(item.batch), []).append(item.batch)
+        requests = [logged.item for logged in items if isinstance(logged.item, TraceRequest)]
+        if requests:
+            decoded = decode_requests(requests, self.limits, self.store.parse_trace_requests)
+            for request, reason in decoded.undecodable:
+                self._dead_letter_request(request, reason)
+            by_table[SPANS_TABLE] = [decoded.batch]
+        for logged in items:
+            if not isinstance(logged.item, TraceRequest):
+                by_table.setdefault(table_of(logged.item), []).append(logged.item)
         return all(self._insert_table(name, pa.concat_tables(batches)) for name, batches in by_table.items())
 
     def _insert_table(self, name: str, table: pa.Table) -> bool:
@@ -320,11 +350,24 @@ class IngestPipeline:
             log.warning("store write failed, retrying with backoff: %s", exc)
         self.store_available = False
 
-    def _dead_letter(self, table: pa.Table, exc: StoreError) -> None:
-        """Set a refused batch aside in a file; an OSError here leaves it held, and the writer retries."""
+    def _dead_letter_request(self, request: TraceRequest, reason: str) -> None:
+        """Set aside a logged trace request that cannot be decoded; an OSError here leaves it held."""
+        path = self._dead_letter_path("otlp")
+        path.write_bytes(request.to_record())
+        self.stats.dead_lettered += request.spans
+        log.error(
+            "a logged trace request of %d spans cannot be decoded (%s); it is kept in %s for inspection and "
+            "ingest continues", request.spans, reason, path,
+        )  # fmt: skip
+
+    def _dead_letter_path(self, suffix: str) -> Path:
         folder = self.wal.directory / "dead-letter"
         folder.mkdir(exist_ok=True)
-        path = folder / f"batch-{time.time_ns()}.arrows"
+        return folder / f"batch-{time.time_ns()}.{suffix}"
+
+    def _dead_letter(self, table: pa.Table, exc: StoreError) -> None:
+        """Set a refused batch aside in a file; an OSError here leaves it held, and the writer retries."""
+        path = self._dead_letter_path("arrows")
         path.write_bytes(to_arrow_stream(table))
         self.stats.dead_lettered += table.num_rows
         self.store_available = True

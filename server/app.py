@@ -116,6 +116,8 @@ def build_parts(settings: Settings, store: Store) -> ServerParts:
     """Wire the ingest path: log → writer → store, then trace analysis and rollups on what was written."""
     authenticator = make_authenticator(settings, store)
     budgets = watch_budgets(settings.budgets_path)  # a broken budgets file stops the server here
+    # Spans the store's TTL would drop at once are rejected (partial_success), not logged and stored.
+    limits = Limits(retention_days=store.spans_retention_days() or 0)
     pipeline = IngestPipeline(
         store,
         WriteAheadLog(settings.resolved_wal_dir),
@@ -123,6 +125,7 @@ def build_parts(settings: Settings, store: Store) -> ServerParts:
         batch_rows=settings.batch_rows,
         flush_interval=settings.flush_interval,
         disk=DiskGuard(_local_directories(settings), settings.min_free_bytes),
+        limits=limits,
     )
     rollups = RollupScheduler(store, settle_seconds=settings.rollup_settle_seconds)
     assembler = TraceAssembler(
@@ -136,12 +139,11 @@ def build_parts(settings: Settings, store: Store) -> ServerParts:
     alerting = AlertService(store, settings.alerts_path) if settings.alerts_path else None
     metrics = CollectorMetrics(pipeline, assembler, rollups)
     workers = default_decode_workers() if settings.decode_workers is None else settings.decode_workers
-    # Spans the store's TTL would drop at once are rejected (partial_success), not logged and stored.
-    ingestor = Ingestor(pipeline, Limits(retention_days=store.spans_retention_days() or 0), metrics, workers)
+    ingestor = Ingestor(pipeline, limits, metrics, workers)
     gate = AdmissionGate(settings.max_inflight_bytes, settings.admission_wait)
     metrics.inflight_bytes.set_function(lambda: gate.used)
-    limits = ReceiveLimits(settings.max_body_bytes, settings.body_timeout, settings.max_decode_queue)
-    receiver = OtlpHttpReceiver(ingestor, limits, gate, project_of)
+    receive = ReceiveLimits(settings.max_body_bytes, settings.body_timeout, settings.max_decode_queue)
+    receiver = OtlpHttpReceiver(ingestor, receive, gate, project_of)
     return ServerParts(
         settings, store, authenticator, budgets, pipeline, assembler, rollups, alerting, metrics, ingestor, receiver
     )

@@ -31,7 +31,7 @@ class Settings:
     min_free_bytes: int = 256 * MIB  # below this free on the log's or store's disk, new data gets 503
     batch_rows: int = 50_000
     flush_interval: float = 1.0
-    decode_workers: int | None = None  # processes that decode OTLP/HTTP bodies (0: the server's threads; None: auto)
+    decode_workers: int | None = None  # processes parsing OTLP/JSON, logs, metrics (0: server threads; None: auto)
     ttl_days: int = 180
     trace_grace_seconds: float = 5.0
     partial_trace_timeout_seconds: float = 300.0

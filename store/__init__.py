@@ -33,6 +33,7 @@ from agentlat.store.cluster_ddl import CLUSTER_SETTINGS, cluster_statements
 from agentlat.store.keys import ApiKeyRecord, KeyAdmin
 from agentlat.store.maintenance import RollupMaintenance
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS, with_ttl
+from agentlat.store.otlp_parse import ParsedRequests
 from agentlat.store.queries import (
     DIMENSION_METRICS,
     DIMENSIONS,
@@ -81,6 +82,7 @@ __all__ = [
     "ApiKeyRecord",
     "ClickHouseBackend",
     "HeatmapColumn",
+    "ParsedRequests",
     "PercentileRow",
     "SpanFilter",
     "Store",

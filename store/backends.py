@@ -12,6 +12,7 @@ import io
 import os
 import queue
 import re
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,10 @@ class Backend(Protocol):
 
     def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None: ...
 
+    def run_local(self, sql: str) -> pa.Table:
+        """Run a statement that reads no table (it parses a file) on a ClickHouse engine in this process."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -120,6 +125,7 @@ class ChdbBackend:
             self._idle.put(handle)
         self._size = len(handles)
         self.data_dir = data_dir
+        _open_chdb_stores.add(self)
 
     @contextmanager
     def _handle(self) -> Iterator[Any]:
@@ -154,6 +160,9 @@ class ChdbBackend:
             except Exception as exc:
                 raise _chdb_error(f"insert into {table} failed: {exc}") from None
 
+    def run_local(self, sql: str) -> pa.Table:
+        return self.query_arrow(sql)
+
     def _run(self, sql: str, fmt: str, params: Params | None) -> Any:
         bound = {k: _chdb_param(v) for k, v in (params or {}).items()}
         with self._handle() as handle:
@@ -169,6 +178,29 @@ class ChdbBackend:
         for handle in handles:
             handle.close()
             self._idle.put(handle)
+        _open_chdb_stores.discard(self)
+
+
+# chDB runs one data directory per process: work that reads no table runs on an open embedded store's
+# engine when there is one (run_local_chdb).
+_open_chdb_stores: weakref.WeakSet[ChdbBackend] = weakref.WeakSet()
+
+
+def run_local_chdb(sql: str) -> pa.Table:
+    """Run a statement that reads no table on chDB in this process: an open embedded store's engine, else
+    an in-memory one opened for the statement (~30 ms), so that a store opened later may take its path."""
+    for store in list(_open_chdb_stores):
+        return store.query_arrow(sql)
+    import chdb
+
+    connection = chdb.connect(":memory:")
+    try:
+        payload = connection.query(sql, "ArrowStream").bytes()
+    except Exception as exc:
+        raise _chdb_error(str(exc)) from None
+    finally:
+        connection.close()
+    return from_arrow_stream(payload) if payload else pa.table({})
 
 
 def _discard_partial_result(handle: Any) -> None:
@@ -245,6 +277,9 @@ class ClickHouseBackend:
 
     def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
         self._call(self._client.insert_arrow, table, data, settings=dict(settings or {}))
+
+    def run_local(self, sql: str) -> pa.Table:
+        return run_local_chdb(sql)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError

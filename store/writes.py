@@ -3,9 +3,12 @@ the per-trace analysis. Part of ``Store`` (store/__init__.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 
 from agentlat.store.backends import Backend, Settings
+from agentlat.store.otlp_parse import OtlpParser, ParsedRequests
 from agentlat.store.schema import EVENTS_TABLE, METRIC_POINTS_TABLE, SPANS_TABLE, at_stored_resolution
 
 # Ingest leaves duplicates for the reads to drop: each of these tables is a ReplacingMergeTree read with FINAL,
@@ -18,6 +21,10 @@ class Writes:
     """Inserts of Arrow batches into the ingest tables."""
 
     backend: Backend
+
+    def parse_trace_requests(self, bodies: Sequence[bytes]) -> ParsedRequests:
+        """OTLP trace request bodies parsed by the engine: a row a span, a row a resource (store/otlp_parse.py)."""
+        return OtlpParser(self.backend.run_local).parse(bodies)
 
     def insert_spans(self, batch: pa.Table) -> None:
         self.backend.insert_arrow(SPANS_TABLE, at_stored_resolution(batch), INGEST_INSERT)

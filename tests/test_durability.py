@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
+from agentlat.collector.otlp import Limits, logged_form, parse_protobuf, to_batch
+from agentlat.collector.wal import WriteAheadLog
+from agentlat.store import to_arrow_stream
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess, wait_for
 
@@ -49,3 +54,20 @@ def test_kill_9_loses_nothing_acknowledged(fresh_server: ServerProcess) -> None:
     fresh_server.stop()
     fresh_server.start()  # a second start replays nothing twice
     assert stored(fresh_server, "crash-svc") == 80
+
+
+def test_a_log_of_decoded_span_batches_from_an_earlier_version_replays(fresh_server: ServerProcess) -> None:
+    """Earlier versions logged each request's spans decoded, as an Arrow IPC stream; this one logs trace
+    requests as they came. A log holding both kinds, left unstored by a crash, is replayed whole."""
+    now = time.time_ns()
+    old = [SpanSpec(f"old {i}", service="earlier-version-svc") for i in range(3)]
+    new = [SpanSpec(f"new {i}", service="this-version-svc") for i in range(4)]
+    wal = WriteAheadLog(fresh_server.workdir / "data.wal")
+    wal.append(to_arrow_stream(to_batch(parse_protobuf(otlp_protobuf(old)), "default", now, Limits()).batch))
+    wal.append(logged_form(parse_protobuf(otlp_protobuf(new)), "default", now, Limits()).batch.to_record())
+    wal.close()
+    fresh_server.start()
+    assert wait_for(
+        lambda: (stored(fresh_server, "earlier-version-svc"), stored(fresh_server, "this-version-svc")) == (3, 4)
+    )
+    assert "replaying 2 logged" in fresh_server.log()

@@ -10,6 +10,7 @@ watch their parent themselves, so even a process killed outright leaves nothing 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.otlp_payloads import SpanSpec, otlp_protobuf
+from tests.otlp_payloads import SpanSpec, otlp_json
 from tests.servers import AGENTLAT, answers, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,10 +117,10 @@ def test_serve_stops_with_its_decode_workers(sig: signal.Signals, tmp_path: Path
     command = [AGENTLAT, "serve", "--port", str(port), "--grpc-port", "0"]
     with started(command, tmp_path) as (process, log):
         wait_for(lambda: answers(f"http://127.0.0.1:{port}/readyz"), timeout=120)
-        spans = otlp_protobuf([SpanSpec("chat m", start_ns=time.time_ns(), duration_ns=10**8)])
+        spans = json.dumps(otlp_json([SpanSpec("chat m", start_ns=time.time_ns(), duration_ns=10**8)])).encode()
         exported = httpx.post(f"http://127.0.0.1:{port}/v1/traces", content=spans,
-                              headers={"content-type": "application/x-protobuf"}, timeout=30)  # fmt: skip
-        assert exported.status_code == 200  # the decode workers start with the first export
+                              headers={"content-type": "application/json"}, timeout=30)  # fmt: skip
+        assert exported.status_code == 200  # the decode workers start with the first OTLP/JSON export
         wait_for(lambda: descendants(process.pid), timeout=60)
         stop_and_check(process, sig, [port], log)
         if sig != signal.SIGKILL:

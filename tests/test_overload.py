@@ -70,7 +70,7 @@ def test_large_bodies_from_many_clients_get_503_fast_and_memory_stays_bounded(tm
         body = large_body(15 * MIB)
         assert 14 * MIB < len(body) < 16 * MIB
         assert httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code == 200
-        idle = tree_rss_mib(server.process.pid)  # at rest, its decode workers started
+        idle = tree_rss_mib(server.process.pid)  # at rest (protobuf trace requests start no decode worker)
         sampler = PeakSampler(server.process.pid)
         sampler.start()
         started = time.monotonic()
@@ -95,9 +95,11 @@ def test_large_bodies_from_many_clients_get_503_fast_and_memory_stays_bounded(tm
         assert {status for status, _, _ in answers} <= {200, 503}
         assert refused and accepted
         assert all(retry == "1" for status, _, retry in answers if status == 503)
-        # A client is refused at once, not after waiting for room: well before the acknowledged bodies are through
-        # (a fixed 2 s failed on a busy 2-core host at 2.16 s, with the slowest answer at 5.7 s).
-        assert refused[0] < max(accepted) / 2 and refused[0] < 10
+        # A client is refused after the admission wait (1 s), not after waiting for room: before the acknowledged
+        # bodies are through (a fixed 2 s failed on a busy 2-core host at 2.16 s, with the slowest answer at 5.7 s;
+        # half the slowest answer failed once checking a protobuf body took far less than decoding it: 1.15 s
+        # against 2.3 s).
+        assert refused[0] < max(accepted) and refused[0] < 10
         assert max(elapsed for _, elapsed, _ in answers) < 30  # under an OTLP exporter's retry horizon
         assert sampler.peak - idle < RSS_BOUND_MIB
         assert server.process.poll() is None

@@ -1,4 +1,4 @@
-"""Spans older than the store's retention are rejected in partial_success, not logged or stored.
+"""Spans older than the store's retention are rejected in partial_success and never stored.
 
 The spans table's TTL (``toDate(Timestamp) + AGENTLAT_TTL_DAYS``) would drop such a span at once, so a
 plain 200 would claim a span kept that can never be queried. A span counts as older than the retention
@@ -102,12 +102,11 @@ def _check_message(message: str, sent_before: int, sent_after: int) -> None:
 
 
 def _check_stored(server: ServerProcess, old_trace: str, fresh_trace: str) -> None:
-    """The fresh spans are queryable, the old ones are neither stored nor in the write-ahead log."""
+    """The fresh spans are queryable, the old ones are not stored: the request is logged as it came, with the
+    cutoff it was answered with, and the writer drops them when it decodes it (tests/test_otlp_engine.py)."""
     stored = wait_for(lambda: server.get(f"/api/v1/traces/{fresh_trace}").json().get("spans"))
     assert len(stored) == 2
     assert server.get(f"/api/v1/traces/{old_trace}").status_code == 404
-    logged = b"".join(p.read_bytes() for p in (server.workdir / "data.wal").glob("wal-*.log"))
-    assert fresh_trace.encode() in logged and old_trace.encode() not in logged
 
 
 @pytest.mark.parametrize("media", ["protobuf", "json"])
