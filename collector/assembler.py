@@ -3,8 +3,11 @@
 Spans arrive in any order, from several services, late. The assembler watches every batch
 the writer stores and keeps, per trace, when it is due:
 
-- once its root span has arrived: ``grace_seconds`` after the last span arrived (each new
-  span pushes it back), so children exported a little after their root still count;
+- once its root span has arrived and every span's parent has too (the tree the collector holds
+  is closed): ``settle_seconds`` after the last span arrived (at most ``grace_seconds``);
+- once its root span has arrived while some span's parent has not: ``grace_seconds`` after the
+  last span arrived (each new span pushes it back), so spans exported a little after their
+  children (another service's, a batch exporter's next round) still count;
 - while no root has arrived: ``partial_timeout_seconds`` after its first span; it is then
   analysed as partial (flagged) with the earliest orphan standing in for the root;
 - a span arriving for a trace already analysed schedules it again (late spans re-analyse;
@@ -66,12 +69,21 @@ class _Due:
     held: list[_Held] = field(default_factory=list)  # the batches holding its spans since it was last taken
 
 
+@dataclass(slots=True)
+class _Open:
+    """A trace some of whose spans' parents have not arrived: the span ids seen, the parent ids missing."""
+
+    seen: set[str]
+    missing: set[str]
+
+
 class TraceAssembler:
     def __init__(
         self,
         store: Store,
         *,
         grace_seconds: float = 5.0,
+        settle_seconds: float = 1.0,
         partial_timeout_seconds: float = 300.0,
         batch_size: int = 2000,  # traces per analysis pass: fewer, larger queries cost less per span
         held_bytes: int = HELD_BYTES,
@@ -80,6 +92,7 @@ class TraceAssembler:
     ) -> None:
         self.store = store
         self.grace = grace_seconds
+        self.settle = min(settle_seconds, grace_seconds)
         self.partial_timeout = partial_timeout_seconds
         self.batch_size = batch_size
         self.held_bytes = held_bytes
@@ -88,6 +101,7 @@ class TraceAssembler:
         self.analysed = 0
         self.read_back = 0  # traces of those analysed that were read back from the store
         self._pending: dict[tuple[str, str], _Due] = {}
+        self._open: dict[tuple[str, str], _Open] = {}  # traces waiting for a parent
         self._held: dict[_Held, None] = {}  # oldest first
         self._held_total = 0
         self._with_root: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -103,14 +117,28 @@ class TraceAssembler:
         traces = grouped.column("TraceId").to_pylist()
         has_root = [p == "" for p in grouped.column("ParentSpanId_min").to_pylist()]
         held = self._held_input(batch, len(traces))
+        with self._lock:
+            waiting = set(self._open)
+        links = _links(batch, waiting)
         now = self.clock()
         with self._lock:
             for key, root in zip(zip(projects, traces, strict=True), has_root, strict=True):
+                if key in links:
+                    self._link(key, *links[key])
                 due = self._schedule(key, root or key in self._with_root, now)
                 if held is not None:
                     due.held.append(held)
             if held is not None:
                 self._hold(held)
+
+    def _link(self, key: tuple[str, str], spans: list[str], parents: list[str]) -> None:
+        """Count a batch's spans of a trace against the parents it waits for."""
+        opened = self._open.setdefault(key, _Open(set(), set()))
+        opened.seen.update(spans)
+        opened.missing.update(parents)
+        opened.missing -= opened.seen
+        if not opened.missing:
+            del self._open[key]
 
     def _held_input(self, batch: pa.Table, traces: int) -> _Held | None:
         """The batch's analysis input to hold, or None: its traces are read back."""
@@ -126,7 +154,8 @@ class TraceAssembler:
     def _schedule(self, key: tuple[str, str], root: bool, now: float) -> _Due:
         due = self._pending.get(key) or _Due(0.0, False, now)
         due.root_seen = due.root_seen or root
-        due.at = now + self.grace if due.root_seen else due.first_seen + self.partial_timeout
+        wait = self.grace if key in self._open else self.settle
+        due.at = now + wait if due.root_seen else due.first_seen + self.partial_timeout
         self._pending[key] = due
         return due
 
@@ -178,6 +207,7 @@ class TraceAssembler:
             due = [key for key, d in self._pending.items() if d.at <= now][: self.batch_size]
             for key in due:
                 taken = self._pending.pop(key)
+                self._open.pop(key, None)  # a span arriving later schedules it again, after the grace
                 if taken.root_seen:
                     self._remember_root(key)
                 by_project.setdefault(key[0], {})[key[1]] = taken.held
@@ -264,6 +294,31 @@ class TraceAssembler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
+
+
+def _links(batch: pa.Table, waiting: set[tuple[str, str]]) -> dict[tuple[str, str], tuple[list[str], list[str]]]:
+    """Per trace of the batch that has a span whose parent is not in it, or that already waits for a parent:
+    the span ids the batch holds of it and the parent ids it names that the batch does not hold."""
+    project, trace = batch.column("ProjectId"), batch.column("TraceId")
+    span, parent = batch.column("SpanId"), batch.column("ParentSpanId")
+    trace_key = pc.binary_join_element_wise(project, trace, "\n")
+    dangling = pc.and_(
+        pc.not_equal(parent, ""),
+        pc.invert(pc.is_in(pc.binary_join_element_wise(trace_key, parent, "\n"),
+                           value_set=pc.binary_join_element_wise(trace_key, span, "\n"))),
+    )  # fmt: skip
+    keys = set(pc.unique(trace_key.filter(dangling)).to_pylist()) | {f"{p}\n{t}" for p, t in waiting}
+    if not keys:
+        return {}
+    selected = pc.is_in(trace_key, value_set=pa.array(list(keys), pa.string()))
+    rows = batch.select(["ProjectId", "TraceId", "SpanId", "ParentSpanId"]).filter(selected)
+    links: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    for row, lacks in zip(rows.to_pylist(), dangling.filter(selected).to_pylist(), strict=True):
+        spans, parents = links.setdefault((row["ProjectId"], row["TraceId"]), ([], []))
+        spans.append(row["SpanId"])
+        if lacks:
+            parents.append(row["ParentSpanId"])
+    return links
 
 
 def _held_spans(project: str, traces: dict[str, list[_Held]]) -> pa.Table | None:

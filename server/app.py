@@ -131,6 +131,7 @@ def build_parts(settings: Settings, store: Store) -> ServerParts:
     assembler = TraceAssembler(
         store,
         grace_seconds=settings.trace_grace_seconds,
+        settle_seconds=settings.trace_settle_seconds,
         partial_timeout_seconds=settings.partial_trace_timeout_seconds,
         on_analysed=rollups.mark,
     )

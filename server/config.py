@@ -34,6 +34,7 @@ class Settings:
     decode_workers: int | None = None  # processes parsing OTLP/JSON, logs, metrics (0: server threads; None: auto)
     ttl_days: int = 180
     trace_grace_seconds: float = 5.0
+    trace_settle_seconds: float = 1.0  # for a trace whose every span's parent has arrived (at most the grace)
     partial_trace_timeout_seconds: float = 300.0
     rollup_settle_seconds: float = 5.0
     require_keys: bool = False
@@ -134,6 +135,7 @@ _ENV: tuple[tuple[str, str, Any], ...] = (
     ("batch_rows", "AGENTLAT_BATCH_ROWS", int),
     ("decode_workers", "AGENTLAT_DECODE_WORKERS", _count),
     ("trace_grace_seconds", "AGENTLAT_TRACE_GRACE", float),
+    ("trace_settle_seconds", "AGENTLAT_TRACE_SETTLE", float),
     ("partial_trace_timeout_seconds", "AGENTLAT_PARTIAL_TRACE_TIMEOUT", float),
     ("rollup_settle_seconds", "AGENTLAT_ROLLUP_SETTLE", float),
     ("require_keys", "AGENTLAT_REQUIRE_KEYS", _boolean),

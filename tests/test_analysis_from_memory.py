@@ -186,3 +186,66 @@ def test_a_batch_it_cannot_hold_has_its_traces_read_back(embedded_store: Store, 
 
     assert assembler.run_due() == 1 and assembler.read_back == 1 and assembler.held_bytes_now() == 0
     assert split(embedded_store, "mem-other-version", spans[0].trace_id) == (1000.0, 300.0, 100.0, 600.0, 3)
+
+
+def _assembler(store: Store, clock: list[float]) -> TraceAssembler:
+    return TraceAssembler(store, grace_seconds=5.0, settle_seconds=1.0, clock=lambda: clock[0])
+
+
+def test_a_trace_whose_every_parent_arrived_is_analysed_after_the_settle(embedded_store: Store, base: int) -> None:
+    clock = [0.0]
+    assembler = _assembler(embedded_store, clock)
+    assembler.observe(stored(embedded_store, "settle-closed", agent_run(new_trace_id(), base)))
+    clock[0] = 0.9
+    assert assembler.run_due() == 0
+    clock[0] = 1.1
+    assert assembler.run_due() == 1
+
+
+def test_a_trace_missing_a_parent_waits_the_grace(embedded_store: Store, base: int) -> None:
+    """A span whose parent has not arrived (another service's, a batch exporter's next round): the grace."""
+    root, model, tool = agent_run(new_trace_id(), base)
+    inner = SpanSpec("child of the missing one", trace_id=root.trace_id, parent_span_id=tool.span_id, start_ns=base)
+    clock = [0.0]
+    assembler = _assembler(embedded_store, clock)
+    assembler.observe(stored(embedded_store, "settle-open", [root, model, inner]))
+    clock[0] = 4.9
+    assert assembler.run_due() == 0
+    clock[0] = 5.1
+    assert assembler.run_due() == 1
+    assert split(embedded_store, "settle-open", root.trace_id)[-1] == 3
+
+
+def test_the_missing_parent_arriving_closes_the_trace(embedded_store: Store, base: int) -> None:
+    root, model, tool = agent_run(new_trace_id(), base)
+    inner = SpanSpec("child", trace_id=root.trace_id, parent_span_id=tool.span_id, start_ns=base + 510 * MS)
+    clock = [0.0]
+    assembler = _assembler(embedded_store, clock)
+    assembler.observe(stored(embedded_store, "settle-joined", [root, inner]))  # model and tool come later
+    clock[0] = 2.0
+    assembler.observe(stored(embedded_store, "settle-joined", [model]))
+    clock[0] = 3.5
+    assert assembler.run_due() == 0  # the tool, parent of inner, is still missing: 7.0
+    assembler.observe(stored(embedded_store, "settle-joined", [tool]))
+    clock[0] = 4.4
+    assert assembler.run_due() == 0
+    clock[0] = 4.6  # closed at 3.5: due 4.5, not 8.5
+    assert assembler.run_due() == 1 and assembler.read_back == 0
+    assert split(embedded_store, "settle-joined", root.trace_id)[-1] == 4
+
+
+def test_a_span_arriving_after_the_analysis_waits_the_grace(embedded_store: Store, base: int) -> None:
+    """Its parent is in the spans analysed before, which the collector no longer holds: it waits for others."""
+    root, model, tool = agent_run(new_trace_id(), base)
+    clock = [0.0]
+    assembler = _assembler(embedded_store, clock)
+    assembler.observe(stored(embedded_store, "settle-late", [root, model, tool]))
+    clock[0] = 1.1
+    assert assembler.run_due() == 1
+    late = SpanSpec("late", trace_id=root.trace_id, parent_span_id=model.span_id, start_ns=base + 110 * MS)
+    assembler.observe(stored(embedded_store, "settle-late", [late]))
+    clock[0] = 2.5
+    assert assembler.run_due() == 0
+    clock[0] = 6.2
+    assert assembler.run_due() == 1
+    assert split(embedded_store, "settle-late", root.trace_id)[-1] == 4
