@@ -2,10 +2,13 @@
 
 ``submit()`` returns only once a request is in the write-ahead log, so an acknowledged span
 survives a crash. Trace requests are logged as they came (``otlp.TraceRequest``), logs and
-metrics as Arrow batches. One writer thread gathers logged items into inserts of up to
-``batch_rows`` rows (or whatever arrived within ``flush_interval``), decodes the trace requests
-among them in one call (``otlp_engine.decode_requests``), and moves the log's checkpoint past
-them once the store has them. A trace request nothing can decode is set aside in the
+metrics as Arrow batches. The log is also the writer's queue: what waits in memory is where
+each record is and how many rows it holds, and the writer reads the records back (from the
+page cache, as a rule) when it takes them, so memory does not grow with the backlog. One writer
+thread gathers logged records into inserts of up to ``batch_rows`` rows (or whatever arrived
+within ``flush_interval``), decodes the trace requests among them in one call
+(``otlp_engine.decode_requests``), and moves the log's checkpoint past them once the store has
+them. A trace request nothing can decode is set aside in the
 dead-letter folder, as a batch the store keeps refusing is. While the store is down the writer retries
 with backoff and the log grows; past ``max_pending_bytes`` new requests are refused with a
 retry hint instead of growing memory without bound, and so they are while the disk is below
@@ -74,13 +77,15 @@ Loggable = pa.Table | TraceRequest
 
 @dataclass(frozen=True, slots=True)
 class _Logged:
-    position: Position
-    item: Loggable
-    size: int
+    """A record in the log, not yet in the store."""
 
-    @property
-    def rows(self) -> int:
-        return self.item.spans if isinstance(self.item, TraceRequest) else self.item.num_rows
+    position: Position  # where it ends
+    size: int  # bytes of its payload
+    rows: int  # spans, events or points it holds
+
+
+def _rows(item: Loggable) -> int:
+    return item.spans if isinstance(item, TraceRequest) else item.num_rows
 
 
 def _record(item: Loggable) -> bytes:
@@ -155,7 +160,7 @@ class IngestPipeline:
         """Queue what the log holds past its checkpoint, then start writing. Returns that count."""
         replayed = 0
         for position, payload in self.wal.replay(self.wal.checkpoint()):
-            self._enqueue(_Logged(position, _loggable(payload), len(payload)))
+            self._enqueue(_Logged(position, len(payload), _rows(_loggable(payload))))
             replayed += 1
         if replayed:
             log.info("replaying %d logged batches not yet in the store", replayed)
@@ -190,7 +195,7 @@ class IngestPipeline:
         payload = _record(item)
         self._reserve(len(payload))
         try:
-            self.wal.append(payload, token=(item, len(payload)))
+            self.wal.append(payload, token=(len(payload), _rows(item)))
         except OSError:
             self._release(len(payload))
             raise
@@ -223,11 +228,11 @@ class IngestPipeline:
         with self._pending_lock:
             self._pending_bytes -= size
 
-    def _on_durable(self, position: Position, token: tuple[Loggable, int]) -> None:
+    def _on_durable(self, position: Position, token: tuple[int, int]) -> None:
         # Called by the log in log order, so the checkpoint never passes a record that is
         # not in the store yet.
-        item, size = token
-        self._queue.put(_Logged(position, item, size))
+        size, rows = token
+        self._queue.put(_Logged(position, size, rows))
 
     def _enqueue(self, item: _Logged) -> None:
         with self._pending_lock:
@@ -300,15 +305,16 @@ class IngestPipeline:
         After an error the writer retries all of them: a table already written gets duplicates,
         which its sorting key replaces."""
         by_table: dict[str, list[pa.Table]] = {}
-        requests = [logged.item for logged in items if isinstance(logged.item, TraceRequest)]
+        records = [_loggable(self.wal.read(logged.position, logged.size)) for logged in items]
+        requests = [record for record in records if isinstance(record, TraceRequest)]
         if requests:
             decoded = decode_requests(requests, self.limits, self.store.parse_trace_requests)
             for request, reason in decoded.undecodable:
                 self._dead_letter_request(request, reason)
             by_table[SPANS_TABLE] = [decoded.batch]
-        for logged in items:
-            if not isinstance(logged.item, TraceRequest):
-                by_table.setdefault(table_of(logged.item), []).append(logged.item)
+        for record in records:
+            if not isinstance(record, TraceRequest):
+                by_table.setdefault(table_of(record), []).append(record)
         return all(self._insert_table(name, pa.concat_tables(batches)) for name, batches in by_table.items())
 
     def _insert_table(self, name: str, table: pa.Table) -> bool:

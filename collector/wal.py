@@ -155,6 +155,17 @@ class WriteAheadLog:
         _fsync_dir(self.directory)
 
     # --- reading and trimming --------------------------------------------------------
+    def read(self, position: Position, size: int) -> bytes:
+        """The payload of the ``size``-byte record that ends at ``position`` (not yet checkpointed)."""
+        fd = os.open(self._segment_path(position.segment), os.O_RDONLY)
+        try:
+            payload = os.pread(fd, size, position.offset - size)
+        finally:
+            os.close(fd)
+        if len(payload) != size:
+            raise OSError(f"write-ahead log: record at {position} is cut short ({len(payload)} of {size} bytes)")
+        return payload
+
     def replay(self, after: Position) -> Iterator[tuple[Position, bytes]]:
         """Every valid record past ``after``; bad stretches are skipped (and saved), a torn tail truncated."""
         for segment in self.segments():

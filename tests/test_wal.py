@@ -234,6 +234,20 @@ def test_rotation_creates_segments_and_checkpoint_drops_spent_ones(tmp_path: Pat
         wal.close()
 
 
+def test_a_record_is_read_back_where_it_ends_in_any_segment(tmp_path: Path) -> None:
+    """The writer takes records from the log itself, by position and size (collector/pipeline.py)."""
+    wal = WriteAheadLog(tmp_path / "wal", segment_bytes=64)
+    try:
+        payloads = [b"record-%02d-" % i + b"\x00\xff" * i for i in range(7)]
+        positions = [wal.append(p) for p in payloads]
+        assert len(wal.segments()) > 1
+        assert [wal.read(at, len(p)) for at, p in zip(positions, payloads, strict=True)] == payloads
+        with pytest.raises(OSError, match="cut short"):
+            wal.read(Position(positions[-1].segment, positions[-1].offset + 5), len(payloads[-1]) + 5)
+    finally:
+        wal.close()
+
+
 def test_checkpoint_on_a_segment_boundary_replays_from_the_next_segment(tmp_path: Path) -> None:
     wal = WriteAheadLog(tmp_path / "wal", segment_bytes=10)
     try:
