@@ -62,6 +62,7 @@ log = logging.getLogger("agentlat.collector")
 MAX_REJECTIONS = 5  # attempts before a batch the store keeps refusing is set aside
 FIRST_RETRY_SECONDS, LAST_RETRY_SECONDS = 0.1, 5.0
 DISK_RETRY_AFTER = 10  # seconds a client is asked to wait while the disk is below its floor
+BATCH_BYTES = 32 * 1024 * 1024  # records gathered for one insert, at most (a larger record alone)
 
 
 class Backpressure(AgentlatError):
@@ -285,19 +286,21 @@ class IngestPipeline:
         self.wal.reclaim(position)
 
     def _gather(self) -> list[_Logged]:
+        """Records for one insert: up to ``batch_rows`` rows and BATCH_BYTES of records (what decoding and
+        inserting them holds in memory follows their size), or what came within ``flush_interval``."""
         try:
             first = self._queue.get(timeout=self.flush_interval)
         except queue.Empty:
             return []
-        items, rows = [first], first.rows
+        items, rows, size = [first], first.rows, first.size
         deadline = time.monotonic() + self.flush_interval
-        while rows < self.batch_rows:
+        while rows < self.batch_rows and size < BATCH_BYTES:
             try:
                 item = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
             except queue.Empty:
                 break
             items.append(item)
-            rows += item.rows
+            rows, size = rows + item.rows, size + item.size
         return items
 
     def _insert(self, items: list[_Logged]) -> bool:

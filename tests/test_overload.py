@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentlat.collector.assembler import HELD_BYTES
+from agentlat.collector.pipeline import BATCH_BYTES
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess
 
@@ -23,8 +25,9 @@ pytestmark = pytest.mark.slow
 MIB = 1024 * 1024
 CLIENTS = 48
 INFLIGHT_MIB, BODY_MIB, PENDING_MIB, DECODE_WORKERS = 64, 20, 256, 2
-# docs/reliability.md: what the server (with its decode workers) may add to its size at rest
-RSS_BOUND_MIB = 2 * INFLIGHT_MIB + DECODE_WORKERS * 12 * BODY_MIB + PENDING_MIB
+BATCH_MIB, HELD_MIB = BATCH_BYTES // MIB, HELD_BYTES // MIB  # the writer's records at once; held analysis input
+# docs/reliability.md: what the server may add to its size at rest (pending records wait on disk, not in memory)
+RSS_BOUND_MIB = 2 * INFLIGHT_MIB + 12 * BATCH_MIB + HELD_MIB
 
 
 def large_body(size: int) -> bytes:

@@ -16,7 +16,7 @@ import pytest
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
 from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.wal import WriteAheadLog
-from agentlat.store import Store
+from agentlat.store import Store, to_arrow_stream
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import wait_for
 
@@ -131,3 +131,34 @@ def test_a_batch_submitted_without_a_room_check_restarts_the_writer(embedded_sto
     wait_for(lambda: pipeline.stats.spans_written == 5, timeout=10)
     assert stored(embedded_store, "restarted-by-submit") == 5
     assert pipeline.stats.writer_restarts == 1
+
+
+class CountingStore:
+    """The real store, noting the rows of each span insert."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.inserts = store, []
+
+    def insert_spans(self, batch: pa.Table) -> None:
+        self.inserts.append(batch.num_rows)
+        self.store.insert_spans(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_an_insert_gathers_records_up_to_the_byte_budget(embedded_store: Store, tmp_path: Path) -> None:
+    """What decoding and inserting a batch holds in memory follows its records' size, not only their rows."""
+    store = CountingStore(embedded_store)
+    batches = [batch_of("byte-budget", 3) for _ in range(4)]
+    record = len(to_arrow_stream(batches[0]))
+    with patch("agentlat.collector.pipeline.BATCH_BYTES", record + record // 2):
+        pipeline = IngestPipeline(store, WriteAheadLog(tmp_path / "wal"), flush_interval=2.0)
+        try:
+            pipeline.start()
+            for batch in batches:
+                pipeline.submit(batch)
+            wait_for(lambda: stored(embedded_store, "byte-budget") == 12, timeout=20)
+        finally:
+            pipeline.stop()
+    assert store.inserts == [6, 6]  # two records reach the budget; the next insert takes the other two
