@@ -3,12 +3,12 @@
 ``submit()`` returns only once a request is in the write-ahead log, so an acknowledged span
 survives a crash. Trace requests are logged as they came (``otlp.TraceRequest``), logs and
 metrics as Arrow batches. The log is also the writer's queue: what waits in memory is where
-each record is and how many rows it holds, and the writer reads the records back (from the
-page cache, as a rule) when it takes them, so memory does not grow with the backlog. One writer
-thread gathers logged records into inserts of up to ``batch_rows`` rows (or whatever arrived
-within ``flush_interval``), decodes the trace requests among them in one call
-(``otlp_engine.decode_requests``), and moves the log's checkpoint past them once the store has
-them. A trace request nothing can decode is set aside in the
+each record is and how many rows it holds, and the records are read back (from the page cache,
+as a rule) when they are taken, so memory does not grow with the backlog. One writer thread
+inserts batches of up to ``batch_rows`` rows (or whatever arrived within ``flush_interval``) and
+moves the log's checkpoint past them once the store has them; while it inserts one, a reader
+thread gathers the next and decodes the trace requests in it in one call
+(``otlp_engine.decode_requests``). A trace request nothing can decode is set aside in the
 dead-letter folder, as a batch the store keeps refusing is. While the store is down the writer retries
 with backoff and the log grows; past ``max_pending_bytes`` new requests are refused with a
 retry hint instead of growing memory without bound, and so they are while the disk is below
@@ -35,6 +35,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,14 @@ class _Logged:
     position: Position  # where it ends
     size: int  # bytes of its payload
     rows: int  # spans, events or points it holds
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Logged records gathered for one insert, and once read and decoded, their rows by table."""
+
+    items: list[_Logged]
+    tables: dict[str, pa.Table] | None = None
 
 
 def _rows(item: Loggable) -> int:
@@ -139,7 +148,11 @@ class IngestPipeline:
         self._stopping = threading.Event()
         self._writer: threading.Thread | None = None
         self._restart_lock = threading.Lock()
-        self._held: list[_Logged] = []  # gathered, not yet in the store: retried after any error
+        self._held: _Batch | None = None  # gathered, not yet in the store: retried after any error
+        # The next batch, gathered and decoded while this one is inserted: decoding and inserting each
+        # leave the GIL for most of their work, so the two overlap on two cores.
+        self._ahead: Future[_Batch | None] | None = None
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentlat-reader")
         self._writer_problem: str | None = None
         self._checkpoint_failing = False
         self._listeners: list[Callable[[pa.Table], None]] = []
@@ -242,7 +255,7 @@ class IngestPipeline:
 
     def _write_loop(self) -> None:
         delay = FIRST_RETRY_SECONDS
-        while not (self._stopping.is_set() and self._queue.empty() and not self._held):
+        while not (self._stopping.is_set() and self._queue.empty() and self._held is None and self._ahead is None):
             try:
                 if not self._write_step():
                     return  # stopping while the store is down: the log keeps them
@@ -258,16 +271,42 @@ class IngestPipeline:
 
     def _write_step(self) -> bool:
         """Insert one gathered batch (or the one held since a failure); False when stopping with the store down."""
-        items = self._held or self._gather()
-        if not items:
+        batch = self._held or self._next_batch()
+        if batch is None:
             return True
-        self._held = items
-        if not self._insert(items):
+        self._held = batch
+        if batch.tables is None:
+            batch.tables = self._tables_of(batch.items)
+        self._read_ahead()
+        if not self._insert(batch.tables):
             return False
-        self._held = []
-        self._release(sum(item.size for item in items))
-        self._checkpoint(items[-1].position)
+        self._held = None
+        self._release(sum(item.size for item in batch.items))
+        self._checkpoint(batch.items[-1].position)
         return True
+
+    def _next_batch(self) -> _Batch | None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            return ahead.result()  # never raises: _gather_ahead keeps what it gathered
+        items = self._gather()
+        return _Batch(items) if items else None
+
+    def _read_ahead(self) -> None:
+        if self._ahead is None and not self._stopping.is_set():
+            self._ahead = self._reader.submit(self._gather_ahead)
+
+    def _gather_ahead(self) -> _Batch | None:
+        """The next batch, decoded; when decoding fails the writer decodes it again (and counts the error)."""
+        items = self._gather()
+        if not items:
+            return None
+        batch = _Batch(items)
+        try:
+            batch.tables = self._tables_of(items)
+        except Exception:
+            log.exception("decoding the next batch ahead failed; the writer decodes it again")
+        return batch
 
     def _checkpoint(self, position: Position) -> None:
         """Move the log's checkpoint; when the disk cannot take it, go on: the spans are stored, and
@@ -303,10 +342,9 @@ class IngestPipeline:
             rows, size = rows + item.rows, size + item.size
         return items
 
-    def _insert(self, items: list[_Logged]) -> bool:
-        """Write the gathered items, one insert per table; False when stopping with the store down.
-        After an error the writer retries all of them: a table already written gets duplicates,
-        which its sorting key replaces."""
+    def _tables_of(self, items: list[_Logged]) -> dict[str, pa.Table]:
+        """The gathered records read back from the log, trace requests decoded, by table; trace requests
+        nothing can decode are set aside."""
         by_table: dict[str, list[pa.Table]] = {}
         records = [_loggable(self.wal.read(logged.position, logged.size)) for logged in items]
         requests = [record for record in records if isinstance(record, TraceRequest)]
@@ -318,7 +356,12 @@ class IngestPipeline:
         for record in records:
             if not isinstance(record, TraceRequest):
                 by_table.setdefault(table_of(record), []).append(record)
-        return all(self._insert_table(name, pa.concat_tables(batches)) for name, batches in by_table.items())
+        return {name: pa.concat_tables(batches) for name, batches in by_table.items()}
+
+    def _insert(self, tables: dict[str, pa.Table]) -> bool:
+        """Write a batch, one insert per table; False when stopping with the store down. After an error the
+        writer retries all of them: a table already written gets duplicates, which its sorting key replaces."""
+        return all(self._insert_table(name, table) for name, table in tables.items())
 
     def _insert_table(self, name: str, table: pa.Table) -> bool:
         """Write a batch; retry while the store is unavailable, set aside what it rejects."""
@@ -416,4 +459,5 @@ class IngestPipeline:
         self._stopping.set()
         if self._writer is not None:
             self._writer.join(timeout)
+        self._reader.shutdown(wait=True)
         self.wal.close()
