@@ -1,8 +1,9 @@
 """What one OTLP decode worker costs: the modules it imports, its memory and its start-up CPU.
 
 Starts a real ``agentlat serve`` with one decode worker (``AGENTLAT_DECODE_WORKERS=1``), posts a
-1-span request (which starts the worker), then one request of 1,000 GenAI spans from
-``bench/ingest.py``'s generator, and reads the worker's ``/proc`` after each: resident memory
+1-span OTLP/JSON request (which the worker parses, so it starts: protobuf trace requests never
+need one), then one OTLP/JSON request of 1,000 GenAI spans from ``bench/ingest.py``'s generator,
+and reads the worker's ``/proc`` after each: resident memory
 (``VmRSS``; its peak, ``VmHWM``, at the end), CPU seconds (user + system) and the shared
 libraries it has mapped. Its ``sys.modules`` comes from a ``sitecustomize`` put on the
 server's ``PYTHONPATH`` for this run only, which in decode workers alone (never the server)
@@ -15,7 +16,9 @@ writes the module names to a file on SIGUSR1.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import signal
 import statistics
 import tempfile
@@ -25,8 +28,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.ingest import build_requests
-from tests.otlp_payloads import SpanSpec, otlp_protobuf
+from bench.ingest import trace_spans
+from tests.otlp_payloads import SpanSpec, otlp_json
 from tests.servers import ServerProcess, spawned_workers, wait_for
 
 MARKER = "AGENTLAT_BENCH_DECODE_WORKER"
@@ -81,6 +84,10 @@ def _modules(pid: int, folder: Path) -> list[str]:
     return (folder / str(pid)).read_text().split()
 
 
+def _json(spans: list[SpanSpec]) -> bytes:
+    return json.dumps(otlp_json(spans)).encode()
+
+
 def measure(workdir: Path, body: bytes) -> Run:
     hook_dir, modules_dir = workdir / "hook", workdir / "modules"
     hook_dir.mkdir()
@@ -91,10 +98,10 @@ def measure(workdir: Path, body: bytes) -> Run:
            "PYTHONPATH": path, "AGENTLAT_BENCH_MODULES_DIR": str(modules_dir)}  # fmt: skip
     server = ServerProcess(workdir, extra_env=env).start()
     try:
-        headers = {"Content-Type": "application/x-protobuf"}
+        headers = {"Content-Type": "application/json"}
         with httpx.Client(timeout=120, headers=headers) as client:
             started_at = time.perf_counter()
-            client.post(f"{server.url}/v1/traces", content=otlp_protobuf([SpanSpec("warm")])).raise_for_status()
+            client.post(f"{server.url}/v1/traces", content=_json([SpanSpec("warm")])).raise_for_status()
             first_request_s = time.perf_counter() - started_at
             [worker] = spawned_workers(MARKER)
             started = _sample(worker)
@@ -110,7 +117,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="servers started one after another (default 3)")
     parser.add_argument("--modules", action="store_true", help="print every module the worker imported")
     args = parser.parse_args()
-    [body] = build_requests(1)
+    rng = random.Random(7)
+    body = _json([span for _ in range(100) for span in trace_spans(rng, time.time_ns())])
     runs = []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="agentlat-decode-worker-") as tmp:
