@@ -457,9 +457,13 @@ def _row(project: str, trace_id: str, a: TraceAnalysis, analysed_at_us: int) -> 
         "DispatchDelaysMs": [_ms(c.delay_ns) for c in a.dispatched],
         "DispatchStreamedCalls": sum(c.while_streaming for c in a.dispatched),
         "CriticalPath": list(a.critical_path),
-        "Details": json.dumps(_details(a), separators=(",", ":")),
+        "Details": _DETAILS_JSON.encode(_details(a)),
         "AnalysedAt": analysed_at_us,
     }
+
+
+# json.dumps(..., separators=...) builds an encoder per call; the details hold no cycles to check for.
+_DETAILS_JSON = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
 def _details(a: TraceAnalysis) -> dict[str, Any]:
