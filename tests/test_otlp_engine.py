@@ -87,8 +87,9 @@ def logged(request: ExportTraceServiceRequest, limits: Limits, received: int = R
     return logged_form(request, "proj", received, limits).batch
 
 
-def assert_same(store: Store, requests: Sequence[ExportTraceServiceRequest], limits: Limits = Limits()) -> pa.Table:
+def assert_same(store: Store, requests: Sequence[ExportTraceServiceRequest], limits: Limits | None = None) -> pa.Table:
     """The engine's batch of the requests equals the reference's, column by column; returns it."""
+    limits = limits or Limits()
     engine = decode_requests([logged(r, limits) for r in requests], limits, store.parse_trace_requests)
     assert engine.undecodable == []
     reference = pa.concat_tables([to_batch(r, "proj", RECEIVED, limits).batch for r in requests])
@@ -219,7 +220,8 @@ def test_rejected_and_expired_spans_are_left_out_as_the_reference(embedded_store
 
 
 def test_values_the_engine_does_not_represent_go_to_the_reference(embedded_store: Store) -> None:
-    """bytes, and arrays or lists inside arrays or lists: that request is decoded by the reference, the others by the engine."""
+    """bytes, and arrays or lists inside arrays or lists: that request is decoded by the reference, the others
+    by the engine."""
     plain = request_of(_span(1, attributes=attributes_of({"a": 1})))
     nested = request_of(_span(2, attributes=attributes_of({"n": [[1, 2], {"k": [3]}]})))
     raw = request_of(_span(3, events=[Span.Event(name="e", attributes=attributes_of({"b": b"\x00\xff"}))]))
