@@ -149,8 +149,8 @@ class IngestPipeline:
         self._writer: threading.Thread | None = None
         self._restart_lock = threading.Lock()
         self._held: _Batch | None = None  # gathered, not yet in the store: retried after any error
-        # The next batch, gathered and decoded while this one is inserted: decoding and inserting each
-        # leave the GIL for most of their work, so the two overlap on two cores.
+        # The next batch, gathered and decoded while this one is decoded (the first one, or after a failure)
+        # or inserted: decoding and inserting each leave the GIL for most of their work, so the two overlap.
         self._ahead: Future[_Batch | None] | None = None
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="agentlat-reader")
         self._writer_problem: str | None = None
@@ -275,9 +275,9 @@ class IngestPipeline:
         if batch is None:
             return True
         self._held = batch
+        self._read_ahead()
         if batch.tables is None:
             batch.tables = self._tables_of(batch.items)
-        self._read_ahead()
         if not self._insert(batch.tables):
             return False
         self._held = None

@@ -4,6 +4,7 @@ and its state is what /readyz and /metrics report. Faults are injected into a re
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from unittest.mock import patch
 import pyarrow as pa
 import pytest
 
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.otlp import Limits, logged_form, parse_protobuf, to_batch
 from agentlat.collector.pipeline import IngestPipeline
 from agentlat.collector.wal import WriteAheadLog
 from agentlat.store import Store, to_arrow_stream
@@ -162,3 +163,39 @@ def test_an_insert_gathers_records_up_to_the_byte_budget(embedded_store: Store, 
         finally:
             pipeline.stop()
     assert store.inserts == [6, 6]  # two records reach the budget; the next insert takes the other two
+
+
+class MeetingStore:
+    """The real store, whose engine parse of trace requests returns only once two parses have begun."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.meeting, self.met = store, threading.Barrier(2, timeout=10), 0
+
+    def parse_trace_requests(self, bodies: list[bytes]) -> Any:
+        self.meeting.wait()  # BrokenBarrierError after 10 s alone: the writer would retry, and the test fail
+        self.met += 1
+        return self.store.parse_trace_requests(bodies)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_the_next_batch_is_decoded_while_the_first_one_is(embedded_store: Store, tmp_path: Path) -> None:
+    """Start-up fills the pipeline at once: the writer decodes the first batch it gathered while the reader
+    already decodes the second, so neither waits for the other."""
+    store = MeetingStore(embedded_store)
+    requests = []
+    for i in range(2):
+        body = otlp_protobuf([SpanSpec(f"op {k}", service="read-ahead") for k in range(5 + i)])
+        requests.append(logged_form(parse_protobuf(body), "supervision", time.time_ns(), Limits(), body).batch)
+    pipeline = IngestPipeline(store, WriteAheadLog(tmp_path / "wal"), batch_rows=1, flush_interval=0.05)  # type: ignore[arg-type]
+    try:
+        pipeline.start()
+        for request in requests:
+            pipeline.submit(request)
+        wait_for(lambda: stored(embedded_store, "read-ahead") == 11, timeout=20)
+    finally:
+        pipeline.stop()
+    assert store.met == 2
+    assert pipeline.stats.writer_errors == 0
+    assert pipeline.stats.inserts == 2
