@@ -33,6 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
@@ -342,7 +343,7 @@ def _held_spans(project: str, traces: dict[str, list[_Held]]) -> pa.Table | None
 def spans_by_trace(spans: pa.Table) -> dict[str, list[SpanRecord]]:
     """Analysis input (``Store.analysis_input`` or ``analysis_input_of``) as span records, by trace id.
     Built column by column: a dict per row would cost more than the query itself."""
-    column = {name: spans.column(name).to_pylist() for name in spans.column_names}
+    column = {name: spans.column(name).to_pylist() for name in spans.column_names if name != "tool_calls"}
     roles = column["role"]
     column["is_server_span"] = [bool(v) for v in column["is_server_span"]]
     column["error"] = [status == "Error" for status in column["status"]]
@@ -350,10 +351,10 @@ def spans_by_trace(spans: pa.Table) -> dict[str, list[SpanRecord]]:
     column["response_id"] = [
         rid if role == sc.ROLE_MODEL else "" for rid, role in zip(column["response_id"], roles, strict=True)
     ]
-    column["tool_calls"] = [
-        _streamed(start, events) if events and role == sc.ROLE_MODEL else ()
-        for start, events, role in zip(column["start_ns"], column["tool_calls"], roles, strict=True)
-    ]
+    column["tool_calls"] = [()] * spans.num_rows
+    for i, events in _non_empty(spans.column("tool_calls")):
+        if roles[i] == sc.ROLE_MODEL:
+            column["tool_calls"][i] = _streamed(column["start_ns"][i], events)
     column["args_ready_ns"] = [
         _unix_ns(text) if text and role == sc.ROLE_TOOL else None
         for text, role in zip(column["args_ready"], roles, strict=True)
@@ -363,6 +364,13 @@ def spans_by_trace(spans: pa.Table) -> dict[str, list[SpanRecord]]:
     for trace_id, record in zip(column["trace_id"], records, strict=True):
         by_trace.setdefault(trace_id, []).append(record)
     return by_trace
+
+
+def _non_empty(lists: pa.ChunkedArray) -> Iterable[tuple[int, list[Any]]]:
+    """(row, its list) of each row whose list is not empty: most are, and listing them all costs more than
+    the rest of the columns together."""
+    rows = pc.indices_nonzero(pc.fill_null(pc.list_value_length(lists), 0))
+    return zip(rows.to_pylist(), lists.take(rows).to_pylist(), strict=True)
 
 
 _RECORD_FIELDS = [f.name for f in fields(SpanRecord)]
@@ -414,52 +422,42 @@ def _ms(ns: int) -> float:
 
 
 def trace_rows(project: str, results: list[tuple[str, TraceAnalysis]], analysed_at_us: int) -> pa.Table:
-    rows = [_row(project, trace_id, a, analysed_at_us) for trace_id, a in results]
-    return pa.Table.from_pylist(rows, schema=TRACE_ROW_SCHEMA)
-
-
-def _row(project: str, trace_id: str, a: TraceAnalysis, analysed_at_us: int) -> dict[str, Any]:
-    return {
-        "ProjectId": project,
-        "TraceId": trace_id,
-        "Start": a.start_ns,
-        "ServiceName": a.service,
-        "Route": a.route,
-        "Agent": a.agent,
-        "RootSpanId": a.root_span_id,
-        "RootName": a.root_name,
-        "Partial": int(a.partial),
-        "E2eMs": _ms(a.e2e_ns),
-        "ModelMs": _ms(a.model_ns),
-        "ToolMs": _ms(a.tool_ns),
-        "OrchestrationMs": _ms(a.orchestration_ns),
-        "QueueMs": _ms(a.queue_ns),
-        "PrefillMs": _ms(a.prefill_ns),
-        "DecodeMs": _ms(a.decode_ns),
-        "ModelSumMs": _ms(a.model_sum_ns),
-        "ToolSumMs": _ms(a.tool_sum_ns),
-        "Parallelism": a.parallelism,
-        "ModelCalls": a.model_calls,
-        "ToolCalls": a.tool_calls,
-        "Errors": a.errors,
-        "SpanCount": a.span_count,
-        "FirstTtftMs": a.first_ttft_ms,
-        "CacheHitRatio": a.cache_hit_ratio,
-        "SpecAcceptance": a.spec_acceptance,
-        "PrefetchHits": a.prefetch_hits,
-        "PrefetchMisses": a.prefetch_misses,
-        "PrefetchSavedMs": a.prefetch_saved_ms,
-        "PrefetchWastedMs": a.prefetch_wasted_ms,
-        "ServerMs": _ms(a.server_ns),
-        "ClientWaitMs": _ms(a.client_wait_ns),
-        "ParallelSavingMs": _ms(a.parallel_saving_ns),
-        "DispatchSavingMs": _ms(a.dispatch_saving_ns),
-        "DispatchDelaysMs": [_ms(c.delay_ns) for c in a.dispatched],
-        "DispatchStreamedCalls": sum(c.while_streaming for c in a.dispatched),
-        "CriticalPath": list(a.critical_path),
-        "Details": _DETAILS_JSON.encode(_details(a)),
-        "AnalysedAt": analysed_at_us,
+    """One row of the traces table per analysis, built column by column (a dict per row costs twice as much)."""
+    analyses = [a for _, a in results]
+    columns: dict[str, Any] = {
+        "ProjectId": [project] * len(analyses),
+        "TraceId": [trace_id for trace_id, _ in results],
+        "Partial": [int(a.partial) for a in analyses],
+        **{column: list(map(attrgetter(attribute), analyses)) for column, attribute in _AS_IS.items()},
+        **{column: _in_ms(analyses, attribute) for column, attribute in _IN_MS.items()},
+        "DispatchDelaysMs": [[_ms(c.delay_ns) for c in a.dispatched] for a in analyses],
+        "DispatchStreamedCalls": [sum(c.while_streaming for c in a.dispatched) for a in analyses],
+        "CriticalPath": [list(a.critical_path) for a in analyses],
+        "Details": [_DETAILS_JSON.encode(_details(a)) for a in analyses],
+        "AnalysedAt": [analysed_at_us] * len(analyses),
     }
+    return pa.table([pa.array(columns[f.name], f.type) for f in TRACE_ROW_SCHEMA], schema=TRACE_ROW_SCHEMA)
+
+
+# Columns of the traces table taken as the analysis gives them, and those it gives in ns.
+_AS_IS = {
+    "Start": "start_ns", "ServiceName": "service", "Route": "route", "Agent": "agent", "RootSpanId": "root_span_id",
+    "RootName": "root_name", "Parallelism": "parallelism", "ModelCalls": "model_calls",
+    "ToolCalls": "tool_calls", "Errors": "errors", "SpanCount": "span_count", "FirstTtftMs": "first_ttft_ms",
+    "CacheHitRatio": "cache_hit_ratio", "SpecAcceptance": "spec_acceptance", "PrefetchHits": "prefetch_hits",
+    "PrefetchMisses": "prefetch_misses", "PrefetchSavedMs": "prefetch_saved_ms",
+    "PrefetchWastedMs": "prefetch_wasted_ms",
+}  # fmt: skip
+_IN_MS = {
+    "E2eMs": "e2e_ns", "ModelMs": "model_ns", "ToolMs": "tool_ns", "OrchestrationMs": "orchestration_ns",
+    "QueueMs": "queue_ns", "PrefillMs": "prefill_ns", "DecodeMs": "decode_ns", "ModelSumMs": "model_sum_ns",
+    "ToolSumMs": "tool_sum_ns", "ServerMs": "server_ns", "ClientWaitMs": "client_wait_ns",
+    "ParallelSavingMs": "parallel_saving_ns", "DispatchSavingMs": "dispatch_saving_ns",
+}  # fmt: skip
+
+
+def _in_ms(analyses: list[TraceAnalysis], attribute: str) -> list[float]:
+    return [_ms(ns) for ns in map(attrgetter(attribute), analyses)]
 
 
 # json.dumps(..., separators=...) builds an encoder per call; the details hold no cycles to check for.
