@@ -134,6 +134,17 @@ def test_a_batch_submitted_without_a_room_check_restarts_the_writer(embedded_sto
     assert pipeline.stats.writer_restarts == 1
 
 
+def feed(pipeline: IngestPipeline, items: list[Any], service: str, spans: int) -> None:
+    """Start the pipeline, submit the items and stop it once ``spans`` spans of ``service`` are stored."""
+    try:
+        pipeline.start()
+        for item in items:
+            pipeline.submit(item)
+        wait_for(lambda: stored(pipeline.store, service) == spans, timeout=20)  # type: ignore[arg-type]
+    finally:
+        pipeline.stop()
+
+
 class CountingStore:
     """The real store, noting the rows of each span insert."""
 
@@ -154,14 +165,7 @@ def test_an_insert_gathers_records_up_to_the_byte_budget(embedded_store: Store, 
     batches = [batch_of("byte-budget", 3) for _ in range(4)]
     record = len(to_arrow_stream(batches[0]))
     with patch("agentlat.collector.pipeline.BATCH_BYTES", record + record // 2):
-        pipeline = IngestPipeline(store, WriteAheadLog(tmp_path / "wal"), flush_interval=2.0)
-        try:
-            pipeline.start()
-            for batch in batches:
-                pipeline.submit(batch)
-            wait_for(lambda: stored(embedded_store, "byte-budget") == 12, timeout=20)
-        finally:
-            pipeline.stop()
+        feed(IngestPipeline(store, WriteAheadLog(tmp_path / "wal"), flush_interval=2.0), batches, "byte-budget", 12)
     assert store.inserts == [6, 6]  # two records reach the budget; the next insert takes the other two
 
 
@@ -189,13 +193,7 @@ def test_the_next_batch_is_decoded_while_the_first_one_is(embedded_store: Store,
         body = otlp_protobuf([SpanSpec(f"op {k}", service="read-ahead") for k in range(5 + i)])
         requests.append(logged_form(parse_protobuf(body), "supervision", time.time_ns(), Limits(), body).batch)
     pipeline = IngestPipeline(store, WriteAheadLog(tmp_path / "wal"), batch_rows=1, flush_interval=0.05)  # type: ignore[arg-type]
-    try:
-        pipeline.start()
-        for request in requests:
-            pipeline.submit(request)
-        wait_for(lambda: stored(embedded_store, "read-ahead") == 11, timeout=20)
-    finally:
-        pipeline.stop()
+    feed(pipeline, requests, "read-ahead", 11)
     assert store.met == 2
     assert pipeline.stats.writer_errors == 0
     assert pipeline.stats.inserts == 2
