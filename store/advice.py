@@ -14,7 +14,7 @@ from typing import Any
 
 from agentlat.store import queries
 from agentlat.store.backends import Params
-from agentlat.store.queries import FINAL_SETTINGS, MINUTE_S, SpanFilter, rollup_spans
+from agentlat.store.queries import FINAL_SETTINGS, MINUTE_S, TRACE_WINDOW_SETTINGS, SpanFilter, rollup_spans
 from agentlat.store.rollup_sql import (
     ADVICE_CALL_METRICS,
     ADVICE_SPAN_METRICS,
@@ -95,9 +95,7 @@ def server_phases_sql(where: SpanFilter) -> tuple[str, Params]:
 
 def traces_sql(where: SpanFilter) -> tuple[str, Params]:
     """Per-route trace aggregates: parallelisable tools, streamed tool-call dispatch and prefetch outcomes.
-    The window filters rows before FINAL picks each trace's newest analysis, so reading a day does not merge
-    the whole table (a re-analysis that moved a trace's start out of the window can leave its older row
-    counted)."""
+    Read as ``TRACE_WINDOW_SETTINGS`` says, so a day's read does not merge the whole table."""
     sql = f"""
         SELECT Route AS route, count() AS traces, avg(E2eMs) AS e2e_ms, avg(ModelCalls) AS model_calls,
                avg(ParallelSavingMs) AS parallel_saving_ms, countIf(ParallelSavingMs > 0) AS parallel_traces,
@@ -109,7 +107,7 @@ def traces_sql(where: SpanFilter) -> tuple[str, Params]:
         FROM agentlat_traces FINAL
         WHERE {where.window_clause("Start")} AND Route != ''
         GROUP BY Route
-        SETTINGS optimize_move_to_prewhere_if_final = 1
+        {TRACE_WINDOW_SETTINGS}
     """
     return sql, where.params()
 

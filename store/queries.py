@@ -18,6 +18,7 @@ from agentlat.store.rollup_sql import (
     FINAL_SETTINGS,
     MERGED_DIGEST,
     MERGED_QUANTILES,
+    TRACE_WINDOW_SETTINGS,
 )
 
 # Query-API dimension name -> column.
@@ -380,24 +381,29 @@ TAIL_BAND = 0.005  # half-width of the rank band around each percentile
 def tail_split_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
     """Per group and per percentile P of E2E (``TAIL_LEVELS``): the mean E2E, model, tool and orchestration time
     of the analysed traces starting in the window whose E2E ranks within ``TAIL_BAND`` of P (ranks
-    floor((P - band)(n - 1)) to ceil((P + band)(n - 1)), so at least one trace). Each trace's parts add up to
-    its E2E, so the means add up to the band's mean E2E. One row per trace: no span is read."""
+    floor((P - band)(n - 1)) to ceil((P + band)(n - 1)) in order of E2E then trace id, so at least one trace).
+    Each trace's parts add up to its E2E, so the means add up to the band's mean E2E. One row per trace: no
+    span is read. A group's traces are ranked by sorting them as one array (a window function sorting
+    every row took 1.5x as long at 140,000 traces)."""
     keys = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
-    partition = f"PARTITION BY {', '.join(group_by)} " if group_by else ""
+    grouping = f"GROUP BY {', '.join(group_by)}" if group_by else ""
     condition = " AND ".join([where.window_clause("Start"), *where.equality_tests()])
     sql = f"""
-        SELECT {"".join(f"{d}, " for d in group_by)}level, count() AS traces, avg(E2eMs) AS e2e,
-               avg(ModelMs) AS model, avg(ToolMs) AS tool, avg(OrchestrationMs) AS orchestration
+        SELECT {"".join(f"{d}, " for d in group_by)}level, toFloat64(length(ranked) - 1) AS last,
+               toUInt64(greatest(floor((level - {{band:Float64}}) * last), 0)) AS first_rank,
+               toUInt64(least(ceil((level + {{band:Float64}}) * last), last)) AS last_rank,
+               arraySlice(ranked, first_rank + 1, last_rank - first_rank + 1) AS band,
+               length(band) AS traces, arrayAvg(t -> t.1, band) AS e2e, arrayAvg(t -> t.3, band) AS model,
+               arrayAvg(t -> t.4, band) AS tool, arrayAvg(t -> t.5, band) AS orchestration
         FROM (
-            SELECT {keys}E2eMs, ModelMs, ToolMs, OrchestrationMs,
-                   row_number() OVER ({partition}ORDER BY E2eMs, TraceId) - 1 AS rank,
-                   count() OVER ({partition.strip()}) AS n
+            SELECT {keys}arraySort(groupArray((E2eMs, TraceId, ModelMs, ToolMs, OrchestrationMs))) AS ranked
             FROM agentlat_traces FINAL
             WHERE {condition}
+            {grouping}
         )
         ARRAY JOIN {{levels:Array(Float64)}} AS level
-        WHERE rank >= floor((level - {{band:Float64}}) * (n - 1)) AND rank <= ceil((level + {{band:Float64}}) * (n - 1))
-        GROUP BY {", ".join([*group_by, "level"])}
+        WHERE notEmpty(ranked)
+        {TRACE_WINDOW_SETTINGS}
     """
     return sql, {**where.params(), "levels": list(TAIL_LEVELS.values()), "band": TAIL_BAND}
 

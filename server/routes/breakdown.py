@@ -1,6 +1,7 @@
 """``GET /api/v1/breakdown``: the E2E split into model, tool and orchestration time, from the rollups, and
 the split of the requests at p50, p95 and p99 from the analysed traces."""
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter
@@ -42,18 +43,20 @@ def _with_shares(entry: dict[str, Any]) -> dict[str, Any]:
 )
 async def breakdown(store: StoreDep, where: Filter, dims: RollupGroupBy) -> dict[str, Any]:
     require_rollup_filters(where)
-    found = await run_in_threadpool(store.rollup_percentiles, list(SPLIT.values()), dims, where)
+    split = run_in_threadpool(store.rollup_percentiles, list(SPLIT.values()), dims, where)
+    if set(dims) | set(where.equals) <= set(TRACE_DIMENSIONS):  # the split at p50/p95/p99 needs trace rows
+        found, tails = await asyncio.gather(split, run_in_threadpool(store.tail_split, dims, where))
+    else:
+        found, tails = await split, {}
     groups: dict[tuple, dict[str, Any]] = {}
     for row in found:
         key = tuple(row[d] for d in dims)
         entry = groups.setdefault(key, {"group": dict(zip(dims, key, strict=True))})
         part = next(name for name, metric in SPLIT.items() if metric == row["metric"])
         entry[part] = rollup_stats(row)
-    if set(dims) | set(where.equals) <= set(TRACE_DIMENSIONS):  # the split at p50/p95/p99 needs trace rows
-        tails = await run_in_threadpool(store.tail_split, dims, where)
-        for key, entry in groups.items():
-            if key in tails:
-                entry["at"] = tails[key]
+    for key, entry in groups.items():
+        if key in tails:
+            entry["at"] = tails[key]
     rows = [_with_shares(entry) for entry in groups.values() if "e2e" in entry]
     rows.sort(key=lambda r: -r["traces"])
     return {"window": window_of(where), "filters": where.equals, "group_by": dims, "unit": "ms", "rows": rows}
