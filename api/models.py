@@ -101,6 +101,7 @@ class ErrorResponse(Answer):
 
 # --- /percentiles, /breakdown, /groups, /timeseries --------------------------------------
 class PercentileRow(Answer):
+    metric: str = Field(description="the metric this row measures")
     group: dict[str, str] = Field(description="the group's value of each group_by dimension")
     count: int
     p50: float | None
@@ -110,14 +111,14 @@ class PercentileRow(Answer):
 
 
 class PercentilesResponse(Answer):
-    metric: str
+    metric: str = Field(description="the metric asked for, or the metrics, comma-separated")
     unit: Unit
-    description: str = Field(description="what the metric measures")
+    description: str = Field(description="what the metric measures (with several: each one's, named)")
     source: Source = Field(description="where the numbers come from: raw spans (exact) or rollups")
     window: Window
     filters: dict[str, str] = Field(description="the equality filters applied, by dimension")
     group_by: list[str]
-    rows: list[PercentileRow] = Field(description="the most counted groups first")
+    rows: list[PercentileRow] = Field(description="metric by metric as asked, the most counted groups first")
 
 
 class Share(Answer):

@@ -29,10 +29,11 @@ def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
     start, end = previous_window(scope.window, now_s)
     filters = {"service": scope.service, "route": scope.route}
     digests = {"source": "rollups", **filters}
-    out = {}
-    for metric, _, _ in TILES:
-        out[f"now:{metric}"] = Call.of("/percentiles", metric=metric, window=scope.window, **digests)
-        out[f"before:{metric}"] = Call.of("/percentiles", metric=metric, start=start, end=end, **digests)
+    tiles = ",".join(metric for metric, _, _ in TILES)  # one read a window for all tiles
+    out = {
+        "now": Call.of("/percentiles", metric=tiles, window=scope.window, **digests),
+        "before": Call.of("/percentiles", metric=tiles, start=start, end=end, **digests),
+    }
     out["split"] = Call.of("/breakdown", group_by="route", window=scope.window, **filters)
     out["budgets"] = Call.of("/budgets", window=scope.window)
     over_time = {"metric": series, "step": step(scope.window), "window": scope.window, **filters}
@@ -41,9 +42,10 @@ def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
     return out
 
 
-def _row(result: PercentilesResponse | ApiError) -> PercentileRow | None:
+def _row(result: PercentilesResponse | ApiError, metric: str) -> PercentileRow | None:
+    """The metric's row of an answer without grouping; None when it has none."""
     rows = [] if isinstance(result, ApiError) else result.rows
-    return rows[0] if rows else None
+    return next((row for row in rows if row.metric == metric), None)
 
 
 def _value(row: PercentileRow | None, name: str) -> float | None:
@@ -53,7 +55,7 @@ def _value(row: PercentileRow | None, name: str) -> float | None:
 
 def _tiles(found: dict[str, Answer | ApiError], book: BudgetBook, scope: Scope) -> None:
     for metric, label, unit in TILES:
-        now, before = _row(found[f"now:{metric}"]), _row(found[f"before:{metric}"])
+        now, before = _row(found["now"], metric), _row(found["before"], metric)
         with st.container(border=True):
             head, *cells = st.columns([1.4, 1, 1, 1], vertical_alignment="center")
             head.markdown(f"**{label}**")
@@ -118,9 +120,9 @@ def render() -> None:
     ui.title("Overview", scope)
     now_s = int(time.time()) // 10 * 10  # a few seconds of slack lets the previous window be cached
     found = ui.fetch({k: v for k, v in calls(scope, now_s).items() if k not in ("series", "heatmap")})
-    ui.require(found["now:e2e"])
+    ui.require(found["now"])
     book = ui.budget_book(found["budgets"])
-    if all(_row(found[f"now:{m}"]) is None for m, _, _ in TILES):
+    if all(_row(found["now"], m) is None for m, _, _ in TILES):
         ui.empty_state("traces", scope)
         return
     if not book:

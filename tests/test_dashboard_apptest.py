@@ -118,6 +118,13 @@ def test_overview_tiles_with_change_and_budget_status(page: OpenPage, known: Ser
     assert not [m for m in markdown(at) if "budget" in m and "badge" in m and "within budget" not in m]
 
 
+def test_the_tiles_read_every_metric_at_once_as_each_alone(known: ServerProcess) -> None:
+    """The Overview's one rollup read for E2E, TTFT and ITL gives each metric's row as its own read does."""
+    together = known.get("/api/v1/percentiles", metric="e2e,ttft,itl", source="rollups", window="1h").json()
+    assert together["source"] == "rollups"
+    assert together["rows"] == [digest(known, m) for m in ("e2e", "ttft", "itl")]
+
+
 def test_breakdown_splits_the_p50_p95_p99_requests(known: ServerProcess) -> None:
     """``at``: per percentile, the mean split of the traces ranked within half a percentile point of it. Of the
     20 /checkout traces (E2E 1000 + 10 i: model 600, tool 400, orchestration 10 i) that is ranks 9-10 for p50,

@@ -150,6 +150,16 @@ def test_itl_and_e2e_by_route(server: ServerProcess, known_data: float) -> None:
     assert rows["/search"]["p99"] == pytest.approx(9930.0)
 
 
+def test_several_metrics_in_one_read_give_each_ones_rows(server: ServerProcess, known_data: float) -> None:
+    """One read for several metrics answers each metric's rows, in the order asked, as its own read would."""
+    alone = {m: percentiles(server, 4, metric=m, service="pct-svc", window="2h") for m in ("itl", "e2e")}
+    both = server.get("/api/v1/percentiles", metric="itl,e2e", service="pct-svc", window="2h").json()
+    assert both["metric"] == "itl,e2e" and both["source"] == "spans"
+    assert both["rows"] == alone["itl"]["rows"] + alone["e2e"]["rows"]
+    assert [r["metric"] for r in both["rows"]] == ["itl", "e2e"] and both["rows"][0]["p50"] == pytest.approx(25.0)
+    assert both["description"].startswith("itl: ") and "; e2e: " in both["description"]
+
+
 def test_filters_and_window_exclude_data(server: ServerProcess, known_data: float) -> None:
     percentiles(server, 100, metric="tool", service="pct-svc", window="2h")
     assert server.get("/api/v1/percentiles", metric="tool", service="pct-svc", window="1m").json()["rows"] == []
@@ -168,6 +178,8 @@ def test_slowest_traces_come_first(server: ServerProcess, known_data: float) -> 
     ("path", "params", "status", "fragment"),
     [
         ("/api/v1/percentiles", {"metric": "nope"}, 400, "metric='nope'"),
+        ("/api/v1/percentiles", {"metric": "e2e,nope"}, 400, "metric='e2e,nope'"),
+        ("/api/v1/percentiles", {"metric": "e2e", "source": "rollups", "group_by": "role"}, 400, "not kept"),
         ("/api/v1/percentiles", {"group_by": "colour"}, 400, "group_by ['colour']"),
         ("/api/v1/percentiles", {"window": "soon"}, 400, "window='soon'"),
         ("/api/v1/percentiles", {"start": "yesterday"}, 400, "start='yesterday'"),
