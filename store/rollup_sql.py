@@ -45,9 +45,9 @@ FINAL_SETTINGS = "SETTINGS do_not_merge_across_partitions_select_final = 1, opti
 # How a window of agentlat_traces is read with FINAL: the window filters rows first, then each trace's
 # newest analysis among them is kept, and only granules whose starts meet the window are read (the
 # exact mode's default would read every granule sharing a key range with them: all of them, since
-# trace ids are random; 6x the time of a day's traces at 10M spans). Approximate at one edge only: a
-# re-analysis that moved a trace's start out of the window leaves its older row counted there until
-# a merge drops it.
+# trace ids are random; 6x the time of a day's traces at 10M spans). Approximate for re-analysed
+# traces only: one whose start moved out of the window, or whose filtered column (its route, say)
+# changed, leaves its older row counted where it was until a merge drops it.
 TRACE_WINDOW_SETTINGS = "SETTINGS optimize_move_to_prewhere_if_final = 1, use_skip_indexes_if_final_exact_mode = 0"
 
 CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"

@@ -158,6 +158,8 @@ def test_several_metrics_in_one_read_give_each_ones_rows(server: ServerProcess, 
     assert both["rows"] == alone["itl"]["rows"] + alone["e2e"]["rows"]
     assert [r["metric"] for r in both["rows"]] == ["itl", "e2e"] and both["rows"][0]["p50"] == pytest.approx(25.0)
     assert both["description"].startswith("itl: ") and "; e2e: " in both["description"]
+    again = server.get("/api/v1/percentiles", metric="itl, e2e,itl", service="pct-svc", window="2h").json()
+    assert again["metric"] == "itl,e2e" and again["rows"] == both["rows"]  # a metric asked twice answers once
 
 
 def test_filters_and_window_exclude_data(server: ServerProcess, known_data: float) -> None:

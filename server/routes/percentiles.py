@@ -47,7 +47,7 @@ async def percentiles(
         ),
     ] = "e2e",
 ) -> dict[str, Any]:
-    metrics = [m.strip() for m in metric.split(",") if m.strip()]
+    metrics = list(dict.fromkeys(m.strip() for m in metric.split(",") if m.strip()))  # each once, in order
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics:
         raise HTTPException(400, f"metric={metric!r}: choose from {sorted(METRICS)}")
