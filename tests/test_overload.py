@@ -26,8 +26,9 @@ MIB = 1024 * 1024
 CLIENTS = 48
 INFLIGHT_MIB, BODY_MIB, PENDING_MIB, DECODE_WORKERS = 64, 20, 256, 2
 BATCH_MIB, HELD_MIB = BATCH_BYTES // MIB, HELD_BYTES // MIB  # the writer's records at once; held analysis input
-# docs/reliability.md: what the server may add to its size at rest (pending records wait on disk, not in memory)
-RSS_BOUND_MIB = 2 * INFLIGHT_MIB + 12 * BATCH_MIB + HELD_MIB
+# docs/reliability.md: what the server may add to its size at rest (pending records wait on disk, not in memory);
+# two batches: the one the writer inserts and the next, which its reader thread decodes meanwhile
+RSS_BOUND_MIB = 2 * INFLIGHT_MIB + 2 * 12 * BATCH_MIB + HELD_MIB
 
 
 def large_body(size: int) -> bytes:
