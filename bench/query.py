@@ -293,7 +293,7 @@ def generate(rng: np.random.Generator, n_traces: int, first_s: int, last_s: int)
         "ToolCallId": pc.if_else(pa.array(is_tool), call_id, nothing),
         "Agent": agent_a,
         "Route": route_a,
-        "ConversationId": conversation,
+        "ConversationId": pc.if_else(pa.array(is_root), conversation, nothing),  # as collected: on the root
         "IsServerSpan": pa.array(np.zeros(n, np.uint8)),
         "Streaming": pa.array(is_model.astype(np.uint8)),
         "TtftMs": masked(ttft, is_model, pa.float64()),

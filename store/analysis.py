@@ -17,6 +17,7 @@ from agentlat import semconv as sc
 from agentlat.store.backends import Params
 from agentlat.store.queries import DAY_S, FINAL_SETTINGS, HOUR_S
 from agentlat.store.rollup_sql import days_from_hours, hours_from_minutes, minutes_from_raw, prefixes_from_raw
+from agentlat.store.schema import derived_sql
 
 # The analysis's input, one row a span, in two forms from one spec: SQL over the stored spans
 # (``analysis_input_sql``: traces read back) and Arrow over a batch the writer has just stored
@@ -45,7 +46,7 @@ INPUT_ATTRIBUTES = {
 _TOOL_CALLS = f"arrayFilter((a, n) -> n = '{sc.TOOL_CALL_EVENT}', Events.Attributes, Events.Name) AS tool_calls"
 ANALYSIS_INPUT_COLUMNS = ", ".join(
     [
-        *(f"{column} AS {name}" for name, column in INPUT_COLUMNS.items()),
+        *(f"{derived_sql(column)} AS {name}" for name, column in INPUT_COLUMNS.items()),
         "toUnixTimestamp64Nano(Timestamp) AS start_ns",
         "toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns",
         *(f"SpanAttributes['{key}'] AS {name}" for name, key in INPUT_ATTRIBUTES.items()),

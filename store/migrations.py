@@ -593,6 +593,12 @@ TRACE_SPAN_COUNT = (
 )
 
 
+# Issue 21: ToolCallId and ConversationId are stored once when the span's GenAI attribute holds the same
+# value (store/schema.py ATTRIBUTE_COPIES); a bit here says which. Rows written before it have 0: their
+# columns hold their values. ZSTD(3): the bits repeat in long runs, which ZSTD(1) codes poorly.
+ATTRIBUTE_COPIES_DDL = "ALTER TABLE otel_traces ADD COLUMN IF NOT EXISTS AttributeCopies UInt8 DEFAULT 0 CODEC(ZSTD(3))"
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -618,6 +624,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(15, "analysis rows: ZSTD(1) for the columns LZ4 compressed least", (TRACES_CODECS_V15_DDL,)),
     Migration(16, "rollups: ZSTD(3) instead of LZ4", ROLLUP_CODECS_V16_DDL),
     Migration(17, "trace time index: span rows per trace", TRACE_SPAN_COUNT),
+    Migration(18, "spans: a call or conversation id equal to its attribute stored once", (ATTRIBUTE_COPIES_DDL,)),
 )
 
 LEDGER_DDL = """

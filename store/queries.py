@@ -20,6 +20,7 @@ from agentlat.store.rollup_sql import (
     MERGED_QUANTILES,
     TRACE_WINDOW_SETTINGS,
 )
+from agentlat.store.schema import derived_sql
 
 # Query-API dimension name -> column.
 DIMENSIONS: dict[str, str] = {
@@ -197,7 +198,7 @@ TRACE_SPAN_COLUMNS = (
 
 
 def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str, Params]:
-    derived_columns = ", ".join(derived)
+    derived_columns = ", ".join(f"{derived_sql(column)} AS {column}" for column in derived)
     sql = f"""
         WITH (
             SELECT (min(Start) - INTERVAL 1 SECOND, max(End) + INTERVAL 1 SECOND) FROM otel_traces_trace_id_ts

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agentlat import semconv as sc
 from agentlat.columns import (
     DERIVED_COLUMNS,
     DERIVED_DEFAULTS,
@@ -26,6 +27,7 @@ from agentlat.columns import (
 )
 
 __all__ = [
+    "ATTRIBUTE_COPIES",
     "DERIVED_DEFAULTS",
     "DERIVED_NAMES",
     "EVENTS_TABLE",
@@ -37,7 +39,9 @@ __all__ = [
     "SPANS_TABLE",
     "SPAN_ARROW_SCHEMA",
     "at_stored_resolution",
+    "derived_sql",
     "empty_column",
+    "stored_once",
     "table_of",
 ]
 
@@ -80,6 +84,42 @@ def at_stored_resolution(batch: pa.Table) -> pa.Table:
             index, batch.schema.field(index), pc.if_else(pc.less(values, _FINER_THAN_STEP), rounded, values)
         )
     return batch
+
+
+# Derived columns kept once on disk (issue 21, docs/attributes.md): where a span's value is its own attribute
+# under the GenAI key, the column is stored empty and bit i of AttributeCopies (the i-th entry here) says
+# "read it from SpanAttributes". Random ids cost their full length a copy (ToolCallId: 6.5 of 75.9 B a span
+# at 10M). SpanAttributes stays whole, so tools that read the exporter's schema see every attribute.
+# Entries are only ever appended: a bit's meaning is on disk.
+ATTRIBUTE_COPIES: tuple[tuple[str, str], ...] = (
+    ("ToolCallId", sc.GEN_AI_TOOL_CALL_ID),
+    ("ConversationId", sc.GEN_AI_CONVERSATION_ID),
+)
+ATTRIBUTE_COPIES_COLUMN = "AttributeCopies"
+_COPY_BITS = {column: (bit, key) for bit, (column, key) in enumerate(ATTRIBUTE_COPIES)}
+
+
+def stored_once(batch: pa.Table) -> pa.Table:
+    """``batch`` as the spans table stores it: each ``ATTRIBUTE_COPIES`` column empty where its
+    attribute holds the same value, and the bits saying so."""
+    attributes = batch.column("SpanAttributes")
+    copies = pa.repeat(pa.scalar(0, pa.uint8()), batch.num_rows)
+    for bit, (column, key) in enumerate(ATTRIBUTE_COPIES):
+        index = batch.schema.get_field_index(column)
+        values = batch.column(index)
+        same = pc.and_(pc.not_equal(values, ""), pc.equal(values, pc.map_lookup(attributes, key, "first")))
+        same = pc.fill_null(same, False)
+        batch = batch.set_column(index, batch.schema.field(index), pc.if_else(same, "", values))
+        copies = pc.bit_wise_or(copies, pc.if_else(same, pa.scalar(1 << bit, pa.uint8()), pa.scalar(0, pa.uint8())))
+    return batch.append_column(ATTRIBUTE_COPIES_COLUMN, copies)
+
+
+def derived_sql(column: str) -> str:
+    """A derived column of the spans table as SQL, its value restored where ``stored_once`` kept it once."""
+    if column not in _COPY_BITS:
+        return column
+    bit, key = _COPY_BITS[column]
+    return f"if(bitTest({ATTRIBUTE_COPIES_COLUMN}, {bit}), SpanAttributes['{key}'], {column})"
 
 
 def table_of(batch: pa.Table) -> str:

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from agentlat.store.backends import Backend, Settings
 from agentlat.store.otlp_parse import OtlpParser, ParsedRequests
-from agentlat.store.schema import EVENTS_TABLE, METRIC_POINTS_TABLE, SPANS_TABLE, at_stored_resolution
+from agentlat.store.schema import EVENTS_TABLE, METRIC_POINTS_TABLE, SPANS_TABLE, at_stored_resolution, stored_once
 
 # Ingest leaves duplicates for the reads to drop: each of these tables is a ReplacingMergeTree read with FINAL,
 # since retries and replays write a row again in a later insert anyway. Dropping them inside each insert too cost
@@ -27,7 +27,7 @@ class Writes:
         return OtlpParser(self.backend.run_local).parse(bodies)
 
     def insert_spans(self, batch: pa.Table) -> None:
-        self.backend.insert_arrow(SPANS_TABLE, at_stored_resolution(batch), INGEST_INSERT)
+        self.backend.insert_arrow(SPANS_TABLE, stored_once(at_stored_resolution(batch)), INGEST_INSERT)
 
     def insert_events(self, batch: pa.Table) -> None:
         """GenAI events decoded from OTLP logs (``schema.EVENT_ARROW_SCHEMA``)."""

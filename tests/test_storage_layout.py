@@ -208,9 +208,12 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
         "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_local ADD",  # migration 17: span rows per trace
         "ALTER TABLE `agentlat`.otel_traces_trace_id_ts ADD",
         "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_mv MODIFY",  # its view, reading the local spans table
+        "ALTER TABLE `agentlat`.otel_traces_local ADD",  # migration 18: ids kept once beside their attribute
+        "ALTER TABLE `agentlat`.otel_traces ADD",
     ]
     assert "MODIFY COLUMN Timestamp CODEC(T64('bit'), ZSTD(3))" in alters[5]
-    assert "FROM `agentlat`.otel_traces_local" in alters[-1] and "count() AS Spans" in alters[-1]
+    assert "FROM `agentlat`.otel_traces_local" in alters[-3] and "count() AS Spans" in alters[-3]
+    assert all("ADD COLUMN IF NOT EXISTS AttributeCopies UInt8" in s for s in alters[-2:])
     trace_rows = [s.split(" ON CLUSTER")[0] for s in statements if "MODIFY COLUMN CriticalPath" in s]  # migration 15
     assert trace_rows == ["ALTER TABLE `agentlat`.agentlat_traces_local", "ALTER TABLE `agentlat`.agentlat_traces"]
     rollups = [s.split(" ON CLUSTER")[0] for s in statements if "MODIFY COLUMN Digest CODEC" in s]  # migration 16
@@ -218,7 +221,26 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
 
 
 # A store at ``data`` with the migrations before VERSION applied and recorded, as an older release left it.
+# Releases before migration 18 wrote spans without AttributeCopies (``insert_as_before``); today's reads of
+# such a store see the column as an alias of 0 (nothing kept once) until ``migrate`` drops the alias and
+# runs the migrations. ``without_copies``: a row without that column, to compare rows across migration 18.
 MIGRATED_BEFORE = """
+from agentlat.store.schema import at_stored_resolution
+
+
+def insert_as_before(store, batch):
+    store.backend.insert_arrow("otel_traces", at_stored_resolution(batch), {"optimize_on_insert": 0})
+
+
+def migrate(store):
+    store.backend.execute("ALTER TABLE otel_traces DROP COLUMN IF EXISTS AttributeCopies")
+    return store.migrate()
+
+
+def without_copies(row):
+    return {key: value for key, value in row.items() if key != "AttributeCopies"}
+
+
 backend = ChdbBackend(data)
 backend.execute(LEDGER_DDL)
 for migration in MIGRATIONS:
@@ -226,6 +248,7 @@ for migration in MIGRATIONS:
         for statement in migration.statements:
             backend.execute(with_ttl(statement, 30))
         backend.execute(f"INSERT INTO agentlat_migrations (Version, Name) VALUES ({migration.version}, '')")
+backend.execute("ALTER TABLE otel_traces ADD COLUMN AttributeCopies UInt8 ALIAS 0")
 """
 
 UPGRADE = (
@@ -248,12 +271,12 @@ data = Path(sys.argv[1])
     + """
 old = Store(backend)
 batch = to_batch(parse_protobuf(build_requests(1)[0]), "p", time.time_ns(), Limits()).batch
-old.insert_spans(batch)
+insert_as_before(old, batch)
 trace_id = batch.column("TraceId")[0].as_py()
-before = (old.count_spans(), len(old.trace_spans("p", trace_id)))
+before = (old.count_spans(), len(old.trace_spans("p", trace_id)))  # today's reads: AttributeCopies as the alias
 old.close()
 store = Store(ChdbBackend(data))
-applied = store.migrate()
+applied = migrate(store)
 roots = "SELECT sum(Count) AS n FROM agentlat_rollup_1m FINAL WHERE Metric = 'n_root'"  # migration 7's backfill
 after = (store.count_spans(), len(store.trace_spans("p", trace_id)))
 # A late span for the old trace: its spans from before migration 17 are not counted, so it is read back whole.
@@ -317,14 +340,15 @@ now = int(time.time())
 generated, _ = generate(np.random.default_rng(9), 300, now - 2 * 86_400, now - 600)  # 3,000 spans over 2 days
 collected = [to_batch(parse_protobuf(body), "p", time.time_ns(), Limits()).batch for body in build_requests(2)]
 for batch in (generated, *collected, collected[0]):  # the last one again: a retried request
-    store.insert_spans(batch)
+    insert_as_before(store, batch)
 # Written while the copy runs, ingested now (IngestedAt's default), as a collector writes.
 late = generate(np.random.default_rng(10), 20, now - 3600, now - 60)[0].drop_columns(["IngestedAt"])
 
 TABLE = "SELECT {what} FROM system.tables WHERE database = currentDatabase() AND name = 'otel_traces'"
 COLUMNS = (
     "SELECT name, type, default_kind, default_expression, compression_codec "
-    "FROM system.columns WHERE database = currentDatabase() AND table = 'otel_traces' ORDER BY position"
+    "FROM system.columns WHERE database = currentDatabase() AND table = 'otel_traces' AND name != 'AttributeCopies' "
+    "ORDER BY position"
 )
 INDEXES = (
     "SELECT name, type_full, expr, granularity FROM system.data_skipping_indices "
@@ -340,7 +364,7 @@ INGESTED = (
 
 
 def query(sql):
-    return backend.query_arrow(sql).to_pylist()
+    return [without_copies(row) for row in backend.query_arrow(sql).to_pylist()]
 
 
 def ingested(final):  # each span's IngestedAt values: of every stored copy, or (FINAL) of the one queries see
@@ -378,12 +402,12 @@ elif scenario == "interrupted after the exchange":
 elif scenario == "written to during the copy":  # a previous version's collector still writing
     for statement in steps[:4]:
         backend.execute(statement)
-    store.insert_spans(late)
+    insert_as_before(store, late)
     before = state()
     for statement in steps[4:]:
         backend.execute(statement)
     backend.execute("INSERT INTO agentlat_migrations (Version, Name) VALUES (9, '')")
-applied = store.migrate()
+applied = migrate(store)
 after = state()
 newest = generate(np.random.default_rng(11), 1, now - 30, now - 20)[0]
 store.insert_spans(newest)  # the materialized view still feeds the trace-time index that trace_spans reads
@@ -514,7 +538,7 @@ store = Store(backend, ttl_days=30)
 now = int(time.time())
 spans, traces = generate(np.random.default_rng(14), 200, now - 2 * 86_400, now - 600)  # 2,000 spans over 2 days
 for part in range(4):  # four inserts each: parts the OPTIMIZE below merges into new ones
-    store.insert_spans(spans.slice(part * 500, 500))
+    insert_as_before(store, spans.slice(part * 500, 500))
     store.write_traces(traces.slice(part * 50, 50))
 minutes = sorted({ns // 60_000_000_000 * 60 for ns in spans.column("Timestamp").cast("int64").to_pylist()})
 for part in range(4):  # the minutes rolled up in four passes: parts again
@@ -524,7 +548,7 @@ ROLLUPS = {"agentlat_rollup_1m": "Minute", "agentlat_rollup_1h": "Hour", "agentl
 TABLES = ("otel_traces", "agentlat_traces", *ROLLUPS)
 CODECS = (
     "SELECT name, compression_codec FROM system.columns "
-    "WHERE database = currentDatabase() AND table = {table:String} ORDER BY position"
+    "WHERE database = currentDatabase() AND table = {table:String} AND name != 'AttributeCopies' ORDER BY position"
 )
 ROWS = {"otel_traces": "ProjectId, TraceId, SpanId", "agentlat_traces": "ProjectId, TraceId"}
 # A rollup as readers see it (FINAL: an hour recomputed at each pass is stored once a pass), digests as their
@@ -541,7 +565,7 @@ def codecs(table):
 
 def rows_of(table):
     sql = ROLLUP_ROWS.format(table=table) if table in ROLLUPS else f"SELECT * FROM {table} ORDER BY {ROWS[table]}"
-    return backend.query_arrow(sql).to_pylist()
+    return [without_copies(row) for row in backend.query_arrow(sql).to_pylist()]
 
 
 def stored():
@@ -557,7 +581,7 @@ def changed(before, after):
 
 
 codecs_before, before = {t: codecs(t) for t in TABLES}, stored()
-applied = store.migrate()
+applied = migrate(store)
 codecs_after, migrated = {t: codecs(t) for t in TABLES}, stored()
 for table in TABLES:
     backend.execute(f"OPTIMIZE TABLE {table} FINAL")  # every part rewritten, now with the new codecs
