@@ -100,6 +100,7 @@ class TraceAssembler:
         self.on_analysed = on_analysed
         self.clock = clock
         self.analysed = 0
+        self.analysed_at = 0.0  # unix time the last analyses were written (0: none yet)
         self.read_back = 0  # traces of those analysed that were read back from the store
         self._pending: dict[tuple[str, str], _Due] = {}
         self._open: dict[tuple[str, str], _Open] = {}  # traces waiting for a parent
@@ -248,6 +249,7 @@ class TraceAssembler:
             self._retry(project, traces)
             return 0
         self.analysed += len(results)
+        self.analysed_at = time.time()
         if self.on_analysed is not None:
             self.on_analysed(sorted({a.start_ns // 60_000_000_000 * 60 for _, a in results}))
         return len(results)

@@ -88,6 +88,10 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         stats = self.pipeline.stats
         yield CounterMetricFamily("agentlat_spans_written", "Spans written to the store", value=stats.spans_written)
+        yield GaugeMetricFamily(
+            "agentlat_spans_written_timestamp_seconds", "Unix time of the last spans write (0: none yet)",
+            value=stats.spans_written_at,
+        )  # fmt: skip
         yield CounterMetricFamily(
             "agentlat_events_written", "GenAI events (from OTLP logs) written to the store", value=stats.events_written
         )
@@ -127,6 +131,10 @@ class _StateCollector(Collector):
             "agentlat_traces_pending", "Traces waiting for analysis", value=self.assembler.pending()
         )
         yield CounterMetricFamily("agentlat_traces_analysed", "Trace analyses written", value=self.assembler.analysed)
+        yield GaugeMetricFamily(
+            "agentlat_traces_analysed_timestamp_seconds", "Unix time of the last trace analyses written (0: none yet)",
+            value=self.assembler.analysed_at,
+        )  # fmt: skip
         yield CounterMetricFamily(
             "agentlat_traces_read_back", "Traces read back from the store to be analysed (the rest: from memory)",
             value=self.assembler.read_back,

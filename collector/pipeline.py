@@ -109,6 +109,7 @@ def _loggable(payload: bytes) -> Loggable:
 @dataclass(slots=True)
 class PipelineStats:
     spans_written: int = 0
+    spans_written_at: float = 0.0  # unix time of the last spans insert (0: none yet)
     events_written: int = 0
     metric_points_written: int = 0
     inserts: int = 0
@@ -442,6 +443,7 @@ class IngestPipeline:
             self.stats.metric_points_written += table.num_rows
         else:  # spans: trace assembly and rollups follow them
             self.stats.spans_written += table.num_rows
+            self.stats.spans_written_at = time.time()
             self._notify(table)
 
     def _notify(self, table: pa.Table) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,8 @@ def test_metrics_count_received_rejected_and_written(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path).start()
     try:
         good = [SpanSpec(f"s{i}") for i in range(7)]
+        assert scrape(server)[("agentlat_spans_written_timestamp_seconds", ())] == 0  # nothing written yet
+        posted_at = time.time()
         bad = [SpanSpec("bad", trace_id="00" * 16), SpanSpec("bad2", span_id="00" * 8)]
         post = lambda body, headers=PROTOBUF: httpx.post(f"{server.url}/v1/traces", content=body, headers=headers)  # noqa: E731
         assert post(otlp_protobuf(good + bad)).status_code == 200
@@ -42,6 +45,7 @@ def test_metrics_count_received_rejected_and_written(tmp_path: Path) -> None:
         assert m[("agentlat_spans_received_total", (("protocol", "http"),))] == 9
         assert m[("agentlat_spans_rejected_total", (("reason", "invalid_span"),))] == 2
         assert m[("agentlat_spans_written_total", ())] == 7
+        assert posted_at < m[("agentlat_spans_written_timestamp_seconds", ())] < time.time()
         assert m[("agentlat_otlp_requests_total", (("protocol", "http"), ("status", "200")))] == 1
         assert m[("agentlat_otlp_requests_total", (("protocol", "http"), ("status", "400")))] == 1
         assert m[("agentlat_otlp_requests_total", (("protocol", "http"), ("status", "415")))] == 1
@@ -63,8 +67,11 @@ def test_traces_are_analysed_from_memory_and_a_late_span_is_read_back(tmp_path: 
             s = scrape(server)
             return s if s[("agentlat_traces_analysed_total", ())] >= count else None
 
+        posted_at = time.time()
         assert post(roots + children).status_code == 200
         first = wait_for(lambda: analysed(2))
+        written_at = first[("agentlat_spans_written_timestamp_seconds", ())]
+        assert posted_at < written_at < first[("agentlat_traces_analysed_timestamp_seconds", ())] < time.time()
         assert first[("agentlat_traces_read_back_total", ())] == 0  # both traces' spans were held
         assert first[("agentlat_analysis_held_bytes", ())] == 0  # and let go once analysed
 
