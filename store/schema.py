@@ -27,7 +27,6 @@ from agentlat.columns import (
 )
 
 __all__ = [
-    "ATTRIBUTE_COPIES",
     "DERIVED_DEFAULTS",
     "DERIVED_NAMES",
     "EVENTS_TABLE",
