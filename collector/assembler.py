@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -344,38 +345,48 @@ def _held_spans(project: str, traces: dict[str, list[_Held]]) -> pa.Table | None
 
 def spans_by_trace(spans: pa.Table) -> dict[str, list[SpanRecord]]:
     """Analysis input (``Store.analysis_input`` or ``analysis_input_of``) as span records, by trace id.
-    Built column by column: a dict per row would cost more than the query itself."""
-    column = {name: spans.column(name).to_pylist() for name in spans.column_names if name != "tool_calls"}
-    roles = column["role"]
-    column["is_server_span"] = [bool(v) for v in column["is_server_span"]]
-    column["error"] = [status == "Error" for status in column["status"]]
-    column["depends_on"] = [_call_ids(text) if text else () for text in column["depends_on"]]
-    column["response_id"] = [
-        rid if role == sc.ROLE_MODEL else "" for rid, role in zip(column["response_id"], roles, strict=True)
-    ]
-    column["tool_calls"] = [()] * spans.num_rows
-    for i, events in _non_empty(spans.column("tool_calls")):
-        if roles[i] == sc.ROLE_MODEL:
-            column["tool_calls"][i] = _streamed(column["start_ns"][i], events)
-    column["args_ready_ns"] = [
-        _unix_ns(text) if text and role == sc.ROLE_TOOL else None
-        for text, role in zip(column["args_ready"], roles, strict=True)
-    ]
+    Built column by column, values derived in Arrow: a dict or a test per row would cost more than the query
+    itself. Columns that are empty on nearly every span are converted only where they hold something."""
+    n, roles = spans.num_rows, spans.column("role")
+    is_model, is_tool = pc.equal(roles, sc.ROLE_MODEL), pc.equal(roles, sc.ROLE_TOOL)
+    derived = {
+        "is_server_span": pc.fill_null(pc.not_equal(spans.column("is_server_span"), 0), False),
+        "error": pc.fill_null(pc.equal(spans.column("status"), "Error"), False),
+        "response_id": pc.fill_null(pc.if_else(is_model, spans.column("response_id"), ""), ""),
+    }
+    column = {name: spans.column(name).to_pylist() for name in _PLAIN_COLUMNS}
+    column |= {name: values.to_pylist() for name, values in derived.items()}
+    column["depends_on"] = [()] * n
+    for i, text in _where(spans.column("depends_on"), _non_empty_text(spans.column("depends_on"))):
+        column["depends_on"][i] = _call_ids(text)
+    column["args_ready_ns"] = [None] * n
+    args_ready = spans.column("args_ready")
+    for i, text in _where(args_ready, pc.and_(_non_empty_text(args_ready), is_tool)):
+        column["args_ready_ns"][i] = _unix_ns(text)
+    column["tool_calls"] = [()] * n
+    calls = spans.column("tool_calls")
+    for i, events in _where(calls, pc.and_(pc.greater(pc.list_value_length(calls), 0), is_model)):
+        column["tool_calls"][i] = _streamed(column["start_ns"][i], events)
     records = map(SpanRecord, *(column[name] for name in _RECORD_FIELDS))
     by_trace: dict[str, list[SpanRecord]] = {}
-    for trace_id, record in zip(column["trace_id"], records, strict=True):
+    for trace_id, record in zip(spans.column("trace_id").to_pylist(), records, strict=True):
         by_trace.setdefault(trace_id, []).append(record)
     return by_trace
 
 
-def _non_empty(lists: pa.ChunkedArray) -> Iterable[tuple[int, list[Any]]]:
-    """(row, its list) of each row whose list is not empty: most are, and listing them all costs more than
-    the rest of the columns together."""
-    rows = pc.indices_nonzero(pc.fill_null(pc.list_value_length(lists), 0))
-    return zip(rows.to_pylist(), lists.take(rows).to_pylist(), strict=True)
+def _non_empty_text(texts: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.greater(pc.binary_length(texts), 0)
+
+
+def _where(values: pa.ChunkedArray, mask: pa.ChunkedArray) -> Iterable[tuple[int, Any]]:
+    """(row, its value) of each row where ``mask`` holds (null counts as not)."""
+    rows = pc.indices_nonzero(pc.fill_null(mask, False))
+    return zip(rows.to_pylist(), values.take(rows).to_pylist(), strict=True)
 
 
 _RECORD_FIELDS = [f.name for f in fields(SpanRecord)]
+_DERIVED_FIELDS = ("is_server_span", "error", "response_id", "depends_on", "args_ready_ns", "tool_calls")
+_PLAIN_COLUMNS = [name for name in _RECORD_FIELDS if name not in _DERIVED_FIELDS]  # as the input holds them
 _INT64 = re.compile(r"[+-]?[0-9]{1,19}")
 
 
@@ -435,7 +446,7 @@ def trace_rows(project: str, results: list[tuple[str, TraceAnalysis]], analysed_
         "DispatchDelaysMs": [[_ms(c.delay_ns) for c in a.dispatched] for a in analyses],
         "DispatchStreamedCalls": [sum(c.while_streaming for c in a.dispatched) for a in analyses],
         "CriticalPath": [list(a.critical_path) for a in analyses],
-        "Details": [_DETAILS_JSON.encode(_details(a)) for a in analyses],
+        "Details": [orjson.dumps(_details(a)) for a in analyses],  # UTF-8 bytes: Arrow takes them as strings
         "AnalysedAt": [analysed_at_us] * len(analyses),
     }
     return pa.table([pa.array(columns[f.name], f.type) for f in TRACE_ROW_SCHEMA], schema=TRACE_ROW_SCHEMA)
@@ -460,10 +471,6 @@ _IN_MS = {
 
 def _in_ms(analyses: list[TraceAnalysis], attribute: str) -> list[float]:
     return [_ms(ns) for ns in map(attrgetter(attribute), analyses)]
-
-
-# json.dumps(..., separators=...) builds an encoder per call; the details hold no cycles to check for.
-_DETAILS_JSON = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
 def _details(a: TraceAnalysis) -> dict[str, Any]:

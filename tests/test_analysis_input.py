@@ -4,14 +4,15 @@ Each test runs on both, with the same expected records."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from agentlat.collector.analysis import SpanRecord, StreamedToolCall
-from agentlat.collector.assembler import spans_by_trace
+from agentlat.collector.analysis import SpanRecord, StreamedToolCall, analyse
+from agentlat.collector.assembler import _details, spans_by_trace, trace_rows
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import Store, analysis_input_of
 from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id, otlp_protobuf
@@ -139,3 +140,25 @@ def test_each_value_counts_only_for_its_role(embedded_store: Store, form: str) -
     assert model.tool_calls == (StreamedToolCall("k", "", None, base + 20 * MS),)
     assert (a.args_ready_ns, b.args_ready_ns) == (None, None)  # not an integer; past int64
     assert (c.args_ready_ns, c.response_id) == (base + 399 * MS, "")
+
+
+def test_the_trace_row_keeps_the_details_exactly() -> None:
+    """``Details`` (the trace view's segments, what-ifs and dispatched calls) reads back as the analysis gave it:
+    nanosecond times at the ends of int64 whole, fractions of a millisecond unrounded."""
+    start = 2**63 - 10**12  # a trace 1,000 s before the last representable nanosecond
+    spans = [
+        SpanRecord("root", "", "invoke_agent", "svc", start, start + 900 * MS, "agent"),
+        SpanRecord(
+            "chat", "root", "chat", "svc", start + 1 * MS, start + 400 * MS, "model",
+            tool_calls=(StreamedToolCall("call-1", "search", None, start + 300 * MS + 1),),
+        ),
+        SpanRecord("tool", "root", "execute_tool", "svc", start + 410 * MS + 7, start + 800 * MS, "tool",
+                   tool="search", tool_call_id="call-1"),
+    ]  # fmt: skip
+    analysis = analyse(spans)
+    row = trace_rows("p", [("t", analysis)], 0).to_pylist()[0]
+    details = json.loads(row["Details"])
+    assert details == _details(analysis)
+    assert details["segments"][-1][2] == start + 900 * MS
+    assert details["dispatched"][0]["ready_ns"] == start + 300 * MS + 1
+    assert details["dispatched"][0]["delay_ms"] == 110.000006
