@@ -14,7 +14,7 @@ import pytest
 
 from agentlat.collector.assembler import TraceAssembler
 from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
-from agentlat.store import Store
+from agentlat.store import Store, StoreError
 from tests.otlp_payloads import MS, SpanSpec, new_trace_id, otlp_protobuf
 
 
@@ -249,3 +249,54 @@ def test_a_span_arriving_after_the_analysis_waits_the_grace(embedded_store: Stor
     clock[0] = 6.2
     assert assembler.run_due() == 1
     assert split(embedded_store, "settle-late", root.trace_id)[-1] == 4
+
+
+def test_the_background_passes_store_every_pass(embedded_store: Store, base: int) -> None:
+    """Passes of one trace each, run back to back by the assembler's thread: every row lands, counted once."""
+    traces = [new_trace_id() for _ in range(5)]
+    assembler = TraceAssembler(embedded_store, grace_seconds=0.0, batch_size=1)
+    for i, trace_id in enumerate(traces):
+        assembler.observe(stored(embedded_store, "mem-passes", agent_run(trace_id, base, tools=i + 1)))
+    assembler.start(interval=0.01)
+    try:
+        deadline = time.monotonic() + 30
+        while assembler.analysed < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        assembler.stop()
+    assert assembler.analysed == 5 and assembler.pending() == 0
+    assert [split(embedded_store, "mem-passes", t)[2:] for t in traces] == [
+        (100.0, 600.0, 3), (200.0, 500.0, 4), (300.0, 400.0, 5), (400.0, 300.0, 6), (500.0, 200.0, 7),
+    ]  # fmt: skip
+
+
+class _RefusesFirstWrite:
+    """The real store, but its first write of analysis rows fails as a store that is down does."""
+
+    def __init__(self, store: Store) -> None:
+        self._store, self.refused = store, 0
+
+    def write_traces(self, table: pa.Table) -> None:
+        if not self.refused:
+            self.refused = 1
+            raise StoreError("the store is down (refused by the test)")
+        self._store.write_traces(table)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+def test_rows_the_store_refuses_are_analysed_again_after_the_grace(embedded_store: Store, base: int) -> None:
+    trace_id, now = new_trace_id(), [100.0]
+    store = _RefusesFirstWrite(embedded_store)
+    assembler = TraceAssembler(store, grace_seconds=2.0, settle_seconds=0.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    assembler.observe(stored(embedded_store, "mem-refused", agent_run(trace_id, base)))
+
+    assert assembler.run_due() == 0 and store.refused == 1 and assembler.analysed == 0
+    assert embedded_store.trace_analysis("mem-refused", trace_id) is None
+    assert assembler.pending() == 1
+    now[0] += 1.9
+    assert assembler.run_due() == 0  # within the grace
+    now[0] += 0.2
+    assert assembler.run_due() == 1 and assembler.analysed == 1 and assembler.read_back == 1
+    assert split(embedded_store, "mem-refused", trace_id) == (1000.0, 300.0, 100.0, 600.0, 3)
