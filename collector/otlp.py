@@ -248,12 +248,16 @@ def _enum_name(names: tuple[str, ...], value: int) -> str:
     return names[value] if 0 <= value < len(names) else names[0]
 
 
+_ZERO_TRACE_ID, _ZERO_SPAN_ID = bytes(16), bytes(8)
+
+
 def _id_error(span: Any) -> str | None:
-    if len(span.trace_id) != 16 or not any(span.trace_id):
+    trace_id, span_id, parent_span_id = span.trace_id, span.span_id, span.parent_span_id  # each read copies
+    if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
         return "trace_id must be 16 non-zero bytes (32 hex characters)"
-    if len(span.span_id) != 8 or not any(span.span_id):
+    if len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
         return "span_id must be 8 non-zero bytes (16 hex characters)"
-    if span.parent_span_id and len(span.parent_span_id) != 8:
+    if parent_span_id and len(parent_span_id) != 8:
         return "parent_span_id must be empty or 8 bytes (16 hex characters)"
     if span.start_time_unix_nano > MAX_TIME_NS or span.end_time_unix_nano > MAX_TIME_NS:
         return "start/end time is past the year 2262 (more than 2**63-1 ns)"

@@ -293,7 +293,7 @@ def _texts(values: pa.StructArray, kinds: np.ndarray, max_chars: int) -> tuple[p
     for kinds_here, render in (((DOUBLE,), _repr_doubles), ((ARRAY, KVLIST), _json_nested)):
         where = np.isin(kinds, kinds_here)
         if where.any():
-            text = pc.replace_with_mask(text, pa.array(where), pa.array(render(values, kinds, where), pa.string()))
+            text = pc.replace_with_mask(text, pa.array(where), render(values, kinds, where))
     lengths = np.asarray(pc.utf8_length(text), dtype=np.int64)
     truncated = lengths > max_chars
     if truncated.any():
@@ -301,14 +301,31 @@ def _texts(values: pa.StructArray, kinds: np.ndarray, max_chars: int) -> tuple[p
     return text, truncated
 
 
-def _repr_doubles(values: pa.StructArray, kinds: np.ndarray, where: np.ndarray) -> list[str]:
-    return list(map(repr, np.asarray(values.field("double_value"))[where].tolist()))
+def _repr_doubles(values: pa.StructArray, kinds: np.ndarray, where: np.ndarray) -> pa.StringArray:
+    """``repr`` of each double. Arrow's cast writes the same shortest round-trip digits but picks fixed or
+    exponent notation by other rules, and leaves a whole number without ".0". Where both write fixed
+    notation (``repr`` does for 1e-4 <= |x| < 1e16 and for zero) its text is taken, with the ".0";
+    ``repr`` itself renders the rest (exponents, NaN, infinities)."""
+    doubles = np.asarray(values.field("double_value"))[where]
+    text = pc.cast(pa.array(doubles), pa.string())
+    magnitude = np.abs(doubles)
+    fixed = ((magnitude >= 1e-4) & (magnitude < 1e16)) | (magnitude == 0)
+    fixed &= ~np.asarray(pc.match_substring(text, "e"), dtype=bool)
+    whole = np.asarray(pc.invert(pc.match_substring(text, ".")), dtype=bool)
+    text = pc.if_else(pa.array(fixed & whole), pc.binary_join_element_wise(text, ".0", ""), text)
+    if fixed.all():
+        return text
+    rest = np.flatnonzero(~fixed)
+    return pc.replace_with_mask(
+        text, pa.array(~fixed), pa.array([repr(d) for d in doubles[rest].tolist()], pa.string())
+    )
 
 
-def _json_nested(values: pa.StructArray, kinds: np.ndarray, where: np.ndarray) -> list[str]:
+def _json_nested(values: pa.StructArray, kinds: np.ndarray, where: np.ndarray) -> pa.StringArray:
     at = np.flatnonzero(where)
     picked = values.take(pa.array(at)).to_pylist()
-    return [as_text(_nested_value(int(kinds[i]), value)) for i, value in zip(at, picked, strict=True)]
+    texts = [as_text(_nested_value(int(kinds[i]), value)) for i, value in zip(at, picked, strict=True)]
+    return pa.array(texts, pa.string())
 
 
 def _nested_value(kind: int, value: dict) -> object:

@@ -5,6 +5,8 @@ flags, odd values, rejected and expired spans, and random requests."""
 from __future__ import annotations
 
 import math
+import random
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -181,6 +183,34 @@ def test_odd_values_render_and_derive_as_the_reference(embedded_store: Store) ->
         _span(6, name="llm_request", kind=Span.SpanKind.SPAN_KIND_SERVER),
     ]
     assert_same(embedded_store, [request_of(*spans, resource={"service.name": 7, "host": ["a"]})])
+
+
+def _doubles_either_side_of_each_notation() -> list[float]:
+    """Doubles where Python's ``repr`` and Arrow's text may part: a few ulps either side of where ``repr``
+    turns to exponents (1e-4, 1e16) and of where Arrow may (1e15, 2**53), whole numbers, zeros, non-finite
+    values, and random bit patterns."""
+    edges = []
+    for edge in (1e-4, 1e15, 1e16, 2.0**53, 1e21, 1.0):
+        below = above = edge
+        for _ in range(3):
+            below, above = math.nextafter(below, 0.0), math.nextafter(above, math.inf)
+            edges += [below, above, -below, -above]
+        edges += [edge, -edge]
+    rng = random.Random(21)
+    patterns = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(3_000)]
+    return [*edges, 0.0, -0.0, 100.0, 123456789012345.6, 9999999999999998.0, math.nan, -math.inf, *patterns]
+
+
+def test_doubles_render_as_python_repr_in_either_notation(embedded_store: Store) -> None:
+    doubles = _doubles_either_side_of_each_notation()
+    per_span = 200
+    spans = [
+        _span(n + 1, attributes=attributes_of([(f"d{i}", v) for i, v in enumerate(doubles[first : first + per_span])]))
+        for n, first in enumerate(range(0, len(doubles), per_span))
+    ]
+    batch = assert_same(embedded_store, [request_of(*spans)])
+    stored = [text for attributes in batch.column("SpanAttributes").to_pylist() for _, text in attributes]
+    assert stored == [repr(v) for v in doubles]
 
 
 @pytest.mark.parametrize("service", [None, "", 0, 1.5, True, False, ["a"], {"k": 1}])
