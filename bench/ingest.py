@@ -29,6 +29,7 @@ from tests.otlp_payloads import MS, SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess, free_port
 
 SPANS_PER_REQUEST = 1000
+SPANS_PER_TRACE = 10
 ROUTES = ["/chat", "/search", "/code", "/rag"]
 MODELS = ["gpt-4o", "claude-sonnet", "llama-70b"]
 TOOLS = ["search", "fetch", "sql", "calc", "browse"]
@@ -270,10 +271,10 @@ def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figu
     for w in workers:
         w.join()
     acked = sum(a for a, _ in outcomes)
-    stored = _wait_stored(server, acked)
+    stored = wait_stored(server, acked)
     stored_seconds = _seconds_until(server, "agentlat_spans_written_timestamp_seconds", started_at)
-    traces_expected = acked // 10
-    analysed = _wait_analysed(server, traces_expected)
+    traces_expected = acked // SPANS_PER_TRACE
+    analysed = wait_analysed(server, traces_expected)
     analysis_seconds = _seconds_until(server, "agentlat_traces_analysed_timestamp_seconds", started_at)
     pids = _process_tree(pid)  # decode workers start with the first request
     cpu = _cpu_seconds(pids) - cpu_before
@@ -288,12 +289,12 @@ def _measure(server: ServerProcess, payloads: list[bytes], clients: int) -> Figu
         peak_rss_mb=_peak_rss_mb(pids), processes=len(pids),
         traces_expected=traces_expected, traces_analysed=analysed, analysis_seconds=analysis_seconds,
         analysis_kept_up=analysed >= traces_expected and analysis_seconds <= stored_seconds + KEPT_UP_SECONDS,
-        cpu_us_per_span=parts, traces_read_back=int(_count(server, "agentlat_traces_read_back_total")),
+        cpu_us_per_span=parts, traces_read_back=int(metric_value(server, "agentlat_traces_read_back_total")),
         gc_collections={kind: gc_after[kind] - gc_before[kind] for kind in gc_after},
     )  # fmt: skip
 
 
-def _count(server: ServerProcess, path: str) -> float:
+def metric_value(server: ServerProcess, path: str) -> float:
     text = server.get("/metrics").text
     for line in text.splitlines():
         if line.startswith(path + " "):
@@ -303,34 +304,34 @@ def _count(server: ServerProcess, path: str) -> float:
 
 def _gc_collections(server: ServerProcess) -> dict[str, int]:
     """The server's young and full garbage collections so far (sdk/gc_tuning.py)."""
-    young, full = (int(_count(server, f'python_gc_collections_total{{generation="{g}"}}')) for g in (0, 2))
+    young, full = (int(metric_value(server, f'python_gc_collections_total{{generation="{g}"}}')) for g in (0, 2))
     return {"young": young, "full": full}
 
 
-def _wait_stored(server: ServerProcess, expected: int, timeout: float = 600) -> int:
+def wait_stored(server: ServerProcess, expected: int, timeout: float = 600) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        written = int(_count(server, "agentlat_spans_written_total"))
+        written = int(metric_value(server, "agentlat_spans_written_total"))
         if written >= expected:
             return written
         time.sleep(0.2)
-    return int(_count(server, "agentlat_spans_written_total"))
+    return int(metric_value(server, "agentlat_spans_written_total"))
 
 
-def _wait_analysed(server: ServerProcess, expected: int, timeout: float = 600) -> int:
+def wait_analysed(server: ServerProcess, expected: int, timeout: float = 600) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        analysed = int(_count(server, "agentlat_traces_analysed_total"))
-        if analysed >= expected and _count(server, "agentlat_traces_pending") == 0:
+        analysed = int(metric_value(server, "agentlat_traces_analysed_total"))
+        if analysed >= expected and metric_value(server, "agentlat_traces_pending") == 0:
             return analysed
         time.sleep(0.5)
-    return int(_count(server, "agentlat_traces_analysed_total"))
+    return int(metric_value(server, "agentlat_traces_analysed_total"))
 
 
 def _seconds_until(server: ServerProcess, timestamp: str, started_at: float) -> float:
     """Seconds from ``started_at`` to the moment the server stamped in the gauge ``timestamp``: the polls
     above notice a write up to their interval late, which would count in a run of a few seconds."""
-    return _count(server, timestamp) - started_at
+    return metric_value(server, timestamp) - started_at
 
 
 if __name__ == "__main__":

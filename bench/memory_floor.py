@@ -24,11 +24,10 @@ from pathlib import Path
 
 import httpx
 
-from bench.ingest import SPANS_PER_REQUEST, _count, build_requests
+from bench.ingest import SPANS_PER_REQUEST, SPANS_PER_TRACE, build_requests, wait_analysed, wait_stored
 from tests.servers import ServerProcess, free_port
 
 MIB = 1024 * 1024
-SPANS_PER_TRACE = 10
 _MAPPING = re.compile(r"^[0-9a-f]+-[0-9a-f]+ ")
 
 
@@ -72,15 +71,11 @@ def measure(requests: int) -> list[str]:
             server.stop()
 
 
-def _wait_done(server: ServerProcess, spans: int, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        stored = _count(server, "agentlat_spans_written_total") >= spans
-        analysed = _count(server, "agentlat_traces_analysed_total") >= spans // SPANS_PER_TRACE
-        if stored and analysed and _count(server, "agentlat_traces_pending") == 0:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"the server did not store and analyse {spans:,} spans within {timeout:.0f} s")
+def _wait_done(server: ServerProcess, spans: int) -> None:
+    stored = wait_stored(server, spans)
+    analysed = wait_analysed(server, spans // SPANS_PER_TRACE)
+    if stored < spans or analysed < spans // SPANS_PER_TRACE:
+        raise TimeoutError(f"the server stored {stored:,} of {spans:,} spans and analysed {analysed:,} traces")
 
 
 def main(argv: list[str] | None = None) -> None:
