@@ -69,16 +69,20 @@ GENERIC_SOURCES: Sources = {
         sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS_LEGACY,
     ),
     "CacheCreationTokens": (
+        sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
         sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-        sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,  # the anthropic SDK's own spans
         sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS_LEGACY,
     ),
     "ReasoningTokens": sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
-    # GenAI's TTFT (s): the span attribute, and the metric's name, which pydantic-ai writes on spans
-    "TtftMs": (sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK),
+    # GenAI's TTFT (s): the span attribute, and the metric's names, which pydantic-ai writes on spans
+    "TtftMs": (
+        sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+        sc.GEN_AI_CLIENT_INFERENCE_TIME_TO_FIRST_CHUNK,
+        sc.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    ),
     "Tool": sc.GEN_AI_TOOL_NAME,
     "ToolCallId": sc.GEN_AI_TOOL_CALL_ID,
-    "Agent": sc.GEN_AI_AGENT_NAME,
+    "Agent": (sc.GEN_AI_AGENT_NAME, sc.GEN_AI_WORKFLOW_NAME),
     "ConversationId": sc.GEN_AI_CONVERSATION_ID,
     "Route": sc.ROUTE,
 }

@@ -111,7 +111,7 @@ class ModelCall(SpanScope):
             sc.GEN_AI_USAGE_INPUT_TOKENS: input_tokens,
             sc.GEN_AI_USAGE_OUTPUT_TOKENS: output_tokens,
             sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: cache_read_tokens,
-            sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: cache_creation_tokens,
+            sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: cache_creation_tokens,
             sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: reasoning_tokens,
         }
         self._usage.update({k: int(v) for k, v in given.items() if v is not None})

@@ -1,7 +1,7 @@
 """The attribute vocabulary agentlat emits and recognises.
 
 GenAI names follow the OpenTelemetry GenAI semantic conventions at the version pinned in
-``GENAI_SEMCONV_VERSION`` (stability: development). Server phases use vLLM's
+``GENAI_SEMCONV_VERSION`` (stability: development); older names they replaced are still read. Server phases use vLLM's
 ``gen_ai.latency.*`` names. Everything no standard covers lives under ``agentlat.*``.
 All durations in attributes are seconds, as in the GenAI conventions; ``*_ms`` names are
 never emitted.
@@ -9,7 +9,8 @@ never emitted.
 
 from __future__ import annotations
 
-GENAI_SEMCONV_VERSION = "1.41.0"
+# semantic-conventions-genai, where the GenAI conventions live since semantic-conventions 1.41.0
+GENAI_SEMCONV_VERSION = "0.1.0"
 
 # --- OpenTelemetry GenAI semantic conventions -------------------------------------------
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
@@ -22,18 +23,20 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"  # s
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"  # includes cached tokens
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
-GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
-GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS = "gen_ai.usage.cache_write.input_tokens"  # newer name of cache_creation
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS = "gen_ai.usage.cache_write.input_tokens"  # input tokens written to the cache
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"  # its name before 0.1.0
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
-GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"  # also names a workflow (invoke_workflow) since 0.1.0
+GEN_AI_WORKFLOW_NAME = "gen_ai.workflow.name"  # a workflow's name before 0.1.0, still read
 GEN_AI_AGENT_ID = "gen_ai.agent.id"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 # GenAI's server-side timing metrics (seconds), which some instrumentations (OpenLIT) write as
 # attributes of the client's span
 GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"  # a metric's name, on spans
+GEN_AI_CLIENT_INFERENCE_TIME_TO_FIRST_CHUNK = "gen_ai.client.inference.time_to_first_chunk"  # its name since 0.1.0
 GEN_AI_SERVER_TIME_TO_FIRST_TOKEN = "gen_ai.server.time_to_first_token"
 GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN = "gen_ai.server.time_per_output_token"
 ERROR_TYPE = "error.type"

@@ -117,7 +117,7 @@ def assert_usage(attrs: Any, output_tokens: int) -> None:
     """Anthropic's input_tokens leaves cache reads and writes out; the span's includes them."""
     assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] == TIMING.input_tokens
     assert attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == TIMING.cached_tokens
-    assert attrs[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] == TIMING.cache_creation_tokens
+    assert attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] == TIMING.cache_creation_tokens
     assert attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == output_tokens
 
 

@@ -138,7 +138,7 @@ def assert_usage(attrs: Any, output_tokens: int) -> None:
     assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] == TIMING.input_tokens
     assert attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == TIMING.cached_tokens
     assert attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == output_tokens
-    assert sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS not in attrs
+    assert sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS not in attrs
 
 
 @pytest.mark.parametrize("mode", MODES)

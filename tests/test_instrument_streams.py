@@ -123,7 +123,7 @@ def assert_usage(surface: Surface, attrs: Any) -> None:
     assert attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == TIMING.chunks
     assert attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == TIMING.cached_tokens
     if surface.provider == "anthropic":
-        assert attrs[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] == TIMING.cache_creation_tokens
+        assert attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] == TIMING.cache_creation_tokens
 
 
 @pytest.mark.parametrize("mode", MODES)

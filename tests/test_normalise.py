@@ -316,6 +316,44 @@ DIALECT_CASES = [
         },
     ),
     Case(
+        # semantic-conventions-genai 0.1.0: cache_write replaces cache_creation (both sent: the new one
+        # wins), the TTFT metric is gen_ai.client.inference.*, a workflow is named by gen_ai.agent.name
+        "genai-0.1.0-names",
+        "chat gpt-4o",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.client.inference.time_to_first_chunk": 0.25,
+            "gen_ai.usage.cache_write.input_tokens": 300,
+            "gen_ai.usage.cache_creation.input_tokens": 299,
+        },
+        {
+            **MODEL,
+            "Dialect": "genai",
+            "Operation": "chat",
+            "Model": "gpt-4o",
+            "Streaming": 1,
+            "TtftMs": 250.0,
+            "CacheCreationTokens": 300,
+        },
+    ),
+    Case(
+        "genai-workflow-named-the-old-way",
+        "invoke_workflow support_pipeline",
+        {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "support_pipeline"},
+        {"Role": "agent", "Dialect": "genai", "Operation": "invoke_workflow", "Agent": "support_pipeline"},
+    ),
+    Case(
+        "genai-workflow-named-by-agent-name",
+        "invoke_workflow support_pipeline",
+        {
+            "gen_ai.operation.name": "invoke_workflow",
+            "gen_ai.agent.name": "support_pipeline",
+            "gen_ai.workflow.name": "old",
+        },
+        {"Role": "agent", "Dialect": "genai", "Operation": "invoke_workflow", "Agent": "support_pipeline"},
+    ),
+    Case(
         "genai-server-phases-beat-client-decode",
         "chat llama",
         {

@@ -260,6 +260,12 @@ def _record_metrics(service: str) -> Any:
         "gen_ai.server.time_to_first_token", unit="s", explicit_bucket_boundaries_advisory=[0.001, 0.01, 0.1, 1]
     )
     ttft.record(0.02, {"gen_ai.request.model": "m1"})
+    # semantic-conventions-genai 0.1.0's name of the client's TTFT metric
+    first_chunk = meter.create_histogram(
+        "gen_ai.client.inference.time_to_first_chunk", unit="s", explicit_bucket_boundaries_advisory=[0.1, 1]
+    )
+    first_chunk.record(0.3, CHAT)
+    first_chunk.record(1.5, CHAT)
     meter.create_counter("gen_ai.client.requests").add(3, CHAT)
     meter.create_gauge("gen_ai.server.requests.running").set(5, {"gen_ai.request.model": "m1"})
     # not gen_ai.*: dropped, counted (3 points)
@@ -278,6 +284,8 @@ def _point_row(p: dict) -> tuple:
 
 
 EXPECTED_POINTS = [
+    ("gen_ai.client.inference.time_to_first_chunk", "Histogram", "s", 2, False, CHAT, 2, 0.3, 1.5, None,
+     [0.1, 1.0], [0, 1, 1], []),
     ("gen_ai.client.operation.duration", "Histogram", "s", 2, False, CHAT, 4, 0.05, 2.5, None,
      [0.01, 0.1, 1.0, 10.0], [0, 1, 2, 1, 0], []),
     ("gen_ai.client.requests", "Sum", "", 2, True, CHAT, 0, None, None, 3.0, [], [], []),
@@ -290,7 +298,7 @@ EXPECTED_POINTS = [
     ("gen_ai.server.time_to_first_token", "Histogram", "s", 2, False, {"gen_ai.request.model": "m1"}, 1, 0.02, 0.02,
      None, [0.001, 0.01, 0.1, 1.0], [0, 0, 1, 0, 0], []),
 ]  # fmt: skip
-EXPECTED_SUMS = [3.05, None, 100.0, 23.0, None, 0.02]
+EXPECTED_SUMS = [1.8, 3.05, None, 100.0, 23.0, None, 0.02]
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -87,7 +87,7 @@ def test_model_call_timing_maths_is_exact(finished, clock: FakeClock) -> None:
     assert a[sc.CHUNK_COUNT] == 5
     assert a[sc.OUTPUT_TOKENS_PER_SECOND] == pytest.approx(100.0)  # 10 tokens over 0.1 s
     assert a[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 800
-    assert a[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] == 0
+    assert a[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] == 0
     assert chat.start_time == clock.wall and chat.end_time == clock.wall + 205 * MS
     prefill, decode = spans["prefill"], spans["decode"]
     assert (prefill.start_time, prefill.end_time) == (clock.wall, clock.wall + 100 * MS)
