@@ -62,8 +62,12 @@ Plain sums and counts
   Two client model calls with the same response id (``gen_ai.response.id``) are one call seen by
   two instrumentations that do not nest (OpenLLMetry's anthropic span, which it never makes
   current, beside the anthropic SDK's own): the one that starts first counts (ties: the longer).
-  Server spans never add model calls. model_sum_ns / tool_sum_ns are plain sums of client model call / tool call
-  durations (nested calls count in both). parallelism = (model_sum_ns + tool_sum_ns) /
+  Server spans never add model calls. A tool call is a tool span, but for one inside a tool span of the same
+  call: the nearest tool ancestor, with no model span between, has the same tool name and no other call id
+  (an MCP server's ``tools/call`` span inside the client's, that inside the user's ``execute_tool``): that is
+  the outer call seen again and counts once, as the outer one (a sub-tool of another name counts).
+  model_sum_ns / tool_sum_ns are plain sums of client model call / tool call durations (nested calls count in
+  both). parallelism = (model_sum_ns + tool_sum_ns) /
   (model_ns + tool_ns), 1.0 when the denominator is 0. A server span joins the nearest client model
   call above it (outermost server spans only); server_ns sums joined server spans and
   client_wait_ns sums, per joined model call, max(0, call duration - its server time). Cache and
@@ -92,8 +96,8 @@ Streamed tool-call dispatch
   What-if, per M with linked tools G: had each member started at its ready moment (or, when it depends_on
   another tool's output, once that tool is done: an earlier member at its what-if end, any other tool at
   its reach), independent members together, member T would end at end'(T) = start'(T) + its duration. The
-  group's tools are done at F = the latest walked end among the members on the critical path (none on it:
-  saving 0); they would be done at F' = max(M's end, every end'(T), and the end of every other span that
+  group's tools are done at F = the latest walked end (at most its reach) among the members on the critical path
+  (none on it: saving 0); they would be done at F' = max(M's end, every end'(T), and the end of every other span that
   ended after M and by F and is neither M nor a member nor an ancestor or descendant of one: work that the
   next step may have waited for as well). The group saves [max(F', root start), F) of the critical path,
   and the trace the union of its groups' stretches (dispatch_saving_ns). Bounds: a group saves at most the
@@ -381,7 +385,7 @@ def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
         p = parent[i]
         if p != -1 and reach[i] > reach[p] and _same_clock(ordered[i], ordered[p]):
             reach[p] = reach[i]
-    is_tool = [s.role == TOOL for s in ordered]
+    is_tool = _tool_calls(ordered, parent, order)
     return _Tree(ordered, parent, children, order, root, partial, lo, hi, is_call, is_tool, reach)
 
 
@@ -468,6 +472,31 @@ def _client_calls(ordered: list[SpanRecord], parent: list[int]) -> list[bool]:
             is_call[i] = span.response_id not in responses
             responses.add(span.response_id)
     return is_call
+
+
+def _tool_calls(ordered: list[SpanRecord], parent: list[int], order: list[int]) -> list[bool]:
+    """Per span: a tool call that counts (module docstring, Plain sums and counts). A tool span whose nearest
+    tool ancestor, with no model span between, is the same call (``_same_tool_call``) is that call seen again:
+    an MCP server's span inside the client's, the client's inside the user's ``execute_tool``."""
+    is_tool = [s.role == TOOL for s in ordered]
+    if sum(is_tool) < 2:  # most traces
+        return is_tool
+    counted, outer = is_tool.copy(), [-1] * len(ordered)  # outer: the nearest tool ancestor, none past a model span
+    for i in order:  # parents first
+        p = parent[i]
+        if p == -1:
+            continue
+        outer[i] = p if is_tool[p] else -1 if ordered[p].role == MODEL else outer[p]
+        if is_tool[i] and outer[i] != -1 and _same_tool_call(ordered[outer[i]], ordered[i]):
+            counted[i] = False
+    return counted
+
+
+def _same_tool_call(outer: SpanRecord, inner: SpanRecord) -> bool:
+    """The same tool by name, and no two different call ids."""
+    if not outer.tool or outer.tool != inner.tool:
+        return False
+    return not (outer.tool_call_id and inner.tool_call_id and outer.tool_call_id != inner.tool_call_id)
 
 
 def _is_client_call(span: SpanRecord) -> bool:
@@ -786,7 +815,8 @@ def _dispatch(
     for m in sorted(links):
         model, members = spans[m], links[m]
         calls.extend((t, _dispatched(spans[t], model, ready, t in windows)) for t, ready in members)
-        done = [windows[t][1] for t, _ in members if t in windows]
+        # walked ends, but never past a tool's reach: a partial trace's root tool is walked over a wider window
+        done = [min(windows[t][1], tree.reach[t]) for t, _ in members if t in windows]
         saving = 0
         if done:
             f = max(done)

@@ -115,11 +115,27 @@ def _cached_tokens(raw: object) -> int | None:
     return None
 
 
+# OpenInference's framework instrumentors name a span after the method they wrap, ``{object}.{method}``
+# (``weather_agent.run``, ``OpenAIModel.generate_stream``, ``OpenAILike.astream_chat``).
+_RUN_METHODS = frozenset({"run", "arun", "run_sync", "run_stream", "invoke", "ainvoke"})
+
+
+def _method(name: str) -> tuple[str, str]:
+    """(object, method) of a ``{object}.{method}`` span name; ('', '') for any other name."""
+    owner, dot, method = name.rpartition(".")
+    return (owner, method) if dot and owner and method.isidentifier() else ("", "")
+
+
 def openinference_extra(span: Span, out: Out) -> None:
-    """TTFT from the first-token event; on model calls, the stream flag from the invocation
-    parameters' ``stream`` and, when no attribute gave them, cache-read tokens from the usage in
-    ``output.value`` (the OpenAI Agents instrumentor leaves them there on Chat Completions streams)."""
+    """TTFT from the first-token event; an agent run named ``{agent}.run`` (no ``agent.name``) names
+    ``{agent}``; on model calls, the stream flag from the invocation parameters' ``stream``, else from
+    a method name that says stream (``generate_stream``, ``astream_chat``), and, when no attribute gave
+    them, cache-read tokens from the usage in ``output.value`` (the OpenAI Agents instrumentor leaves
+    them there on Chat Completions streams)."""
     first_token_event(span, out)
+    owner, method = _method(span.name)
+    if out.role == sc.ROLE_AGENT and "agent.name" not in span.attrs and method in _RUN_METHODS:
+        out.values["Agent"] = owner
     if out.role != sc.ROLE_MODEL:
         return
     if "Streaming" not in out.taken:
@@ -127,6 +143,8 @@ def openinference_extra(span: Span, out: Out) -> None:
         stream = params.get("stream") if params is not None else None
         if isinstance(stream, bool):
             out.put("Streaming", int(stream))
+        elif "stream" in method:
+            out.put("Streaming", 1)
     if out.values["CacheReadTokens"] is None:
         cached = _cached_tokens(span.attrs.get("output.value"))
         if cached is not None:
@@ -173,6 +191,15 @@ def chunk_events(span: Span, out: Out) -> None:
     put("ItlP50Ms", stats.p50_ns / NS_PER_MS)
     put("ItlP95Ms", stats.p95_ns / NS_PER_MS)
     put("ItlMaxMs", stats.max_ns / NS_PER_MS)
+
+
+def mcp_tool_name(span: Span, out: Out) -> None:
+    """An MCP tools/call span with no ``gen_ai.tool.name`` is named ``{method} {tool}`` (the conventions'
+    ``tools/call get_weather``; the mcp SDK's client writes ``MCP send tools/call get_weather``)."""
+    if out.role == sc.ROLE_TOOL and not out.values["Tool"]:
+        _, found, tool = span.name.partition(f"{sc.MCP_TOOLS_CALL} ")
+        if found and tool.strip():
+            out.put("Tool", tool.strip())
 
 
 def langfuse_ttft(span: Span, out: Out) -> None:

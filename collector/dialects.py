@@ -2,7 +2,7 @@
 truth the normaliser (``normalise.py``) compiles; adding a dialect is adding a table here.
 
 Each ``Dialect`` says how one instrumentation (OTel GenAI + ``agentlat.*``, OpenInference,
-OpenLLMetry, Langfuse, Vercel AI SDK, vLLM, SGLang, Logfire) is recognised, which role each of
+OpenLLMetry, Langfuse, Vercel AI SDK, vLLM, SGLang, Logfire, MCP) is recognised, which role each of
 its span kinds has, and which attributes (preferred first) fill each derived column, in which
 unit; ``GENERIC_SOURCES`` are read for every span after its dialect's own. What data cannot say
 is a hook in ``dialect_hooks.py``.
@@ -237,6 +237,17 @@ DIALECTS: tuple[Dialect, ...] = (
         fixed={"Role": _MODEL, "IsServerSpan": 1},
         defaults={"Provider": "vllm"},
         sources=_SERVER_SOURCES,
+    ),
+    Dialect(
+        # The Model Context Protocol's spans (the mcp SDK's own, OTel's MCP conventions): `{method} {target}`,
+        # client and server. A tools/call is a tool call, from either side (the server's span sits inside
+        # the client's: one call, counted once by the trace analysis); every other method is the protocol's
+        # own work. Before "genai": the server's span carries gen_ai.operation.name execute_tool too.
+        name="mcp",
+        markers=(sc.MCP_METHOD_NAME,),
+        kind_keys=(sc.MCP_METHOD_NAME,),
+        roles={sc.MCP_TOOLS_CALL: _RUN_TOOL},
+        extra=hook.mcp_tool_name,
     ),
     Dialect(
         name="genai",

@@ -59,6 +59,10 @@ OP_INVOKE_WORKFLOW = "invoke_workflow"
 MODEL_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT, OP_EMBEDDINGS})
 AGENT_OPERATIONS = frozenset({OP_INVOKE_AGENT, OP_CREATE_AGENT, OP_INVOKE_WORKFLOW})
 
+# --- Model Context Protocol (the mcp SDK's spans, OTel's MCP conventions) ------------------
+MCP_METHOD_NAME = "mcp.method.name"  # "tools/call", "tools/list", "initialize", ...
+MCP_TOOLS_CALL = "tools/call"
+
 # --- vLLM server phases (seconds) -------------------------------------------------------
 GEN_AI_LATENCY_TIME_IN_QUEUE = "gen_ai.latency.time_in_queue"
 GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL = "gen_ai.latency.time_in_model_prefill"

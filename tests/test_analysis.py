@@ -238,6 +238,52 @@ def test_calls_with_one_response_id_are_one_call() -> None:
     assert (a.model_calls, a.model_sum_ns, a.model_ns) == (2, 470 * MS, 470 * MS)
 
 
+# The user's execute_tool span around the mcp SDK's client span, the MCP server's span (another service) inside
+# it: one call. A sub-tool of another name inside a tool is a call of its own; so is the same tool under another
+# call id, and a tool of the same name made by a model call inside the tool (an agent used as a tool).
+TOOL_SEEN_AGAIN_CASES = [
+    pytest.param(
+        [
+            tool("user", "r", 100, 305, tool="get_weather", tool_call_id="call_0"),
+            span("send", "user", 101, 304, name="MCP send tools/call get_weather"),
+            tool("mcp-client", "send", 101, 304, tool="get_weather"),
+            tool("mcp-server", "mcp-client", 102, 303, tool="get_weather", service="mcp-server"),
+        ],
+        (1, 205, 205),
+        id="execute-tool-around-mcp-client-and-server",
+    ),
+    pytest.param(
+        [tool("search", "r", 100, 300, tool="search"), tool("fetch", "search", 150, 250, tool="fetch")],
+        (2, 300, 200),
+        id="sub-tool-of-another-name-counts",
+    ),
+    pytest.param(
+        [
+            tool("a", "r", 100, 300, tool="search", tool_call_id="call_1"),
+            tool("b", "a", 150, 250, tool="search", tool_call_id="call_2"),
+        ],
+        (2, 300, 200),
+        id="same-tool-other-call-id-counts",
+    ),
+    pytest.param(
+        [
+            tool("outer", "r", 100, 400, tool="research"),
+            model("m", "outer", 110, 350),
+            tool("inner", "m", 210, 300, tool="research"),
+        ],
+        (2, 390, 150),
+        id="same-tool-past-a-model-call-counts",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spans", "expected"), TOOL_SEEN_AGAIN_CASES)
+def test_a_tool_seen_again_inside_itself_counts_once(spans: list[SpanRecord], expected: tuple[int, int, int]) -> None:
+    """(tool calls, their plain sum, tool time on the critical path) in ms."""
+    a = analyse([agent("r", "", 0, 500), *spans])
+    assert (a.tool_calls, a.tool_sum_ns // MS, a.tool_ns // MS) == expected
+
+
 def test_no_phase_spans_means_zero_phases() -> None:
     a = analyse([agent("r", "", 0, 100), model("m1", "r", 0, 100, queue_ms=5.0, decode_ms=50.0)])
     assert (a.queue_ns, a.prefill_ns, a.decode_ns) == (0, 0, 0)

@@ -353,6 +353,31 @@ DIALECT_CASES = [
         },
         {"Role": "agent", "Dialect": "genai", "Operation": "invoke_workflow", "Agent": "support_pipeline"},
     ),
+    # --- MCP: the mcp SDK's client and server spans ------------------------------------------
+    Case(
+        "mcp-client-tools-call-is-a-tool-named-by-its-span",
+        "MCP send tools/call get_weather",
+        {"mcp.method.name": "tools/call", "jsonrpc.request.id": "5"},
+        {"Role": "tool", "Dialect": "mcp", "Operation": "execute_tool", "Tool": "get_weather"},
+    ),
+    Case(
+        "mcp-server-tools-call-is-a-tool-named-by-genai",
+        "tools/call get_weather",
+        {
+            "mcp.method.name": "tools/call",
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_weather",
+            "jsonrpc.request.id": "5",
+        },
+        {"Role": "tool", "Dialect": "mcp", "Operation": "execute_tool", "Tool": "get_weather"},
+        kind="Server",
+    ),
+    Case(
+        "mcp-other-methods-are-the-protocols-own-work",
+        "MCP send tools/list",
+        {"mcp.method.name": "tools/list"},
+        {"Role": "other", "Dialect": "mcp"},
+    ),
     Case(
         "genai-server-phases-beat-client-decode",
         "chat llama",
@@ -437,6 +462,19 @@ DIALECT_CASES = [
         {"Role": "agent", "Dialect": "openinference", "Operation": "invoke_agent", "Agent": "planner"},
     ),
     Case(
+        # smolagents' run span: named {agent}.run, no agent.name
+        "openinference-agent-named-by-its-run-method",
+        "weather_agent.run",
+        {"openinference.span.kind": "AGENT", "smolagents.max_steps": 3},
+        {"Role": "agent", "Dialect": "openinference", "Operation": "invoke_agent", "Agent": "weather_agent"},
+    ),
+    Case(
+        "openinference-agent-method-that-is-no-run-keeps-its-name",
+        "support.v2",
+        {"openinference.span.kind": "AGENT"},
+        {"Role": "agent", "Dialect": "openinference", "Operation": "invoke_agent", "Agent": "support.v2"},
+    ),
+    Case(
         "openinference-chain-is-other",
         "RunnableSequence",
         {"openinference.span.kind": "CHAIN", "input.value": "hi"},
@@ -511,6 +549,25 @@ DIALECT_CASES = [
         "ChatOpenAI",
         {"openinference.span.kind": "LLM", "llm.invocation_parameters": '{"model": "m", "stream": true}'},
         {**MODEL, "Dialect": "openinference", "Operation": "chat", "Streaming": 1},
+    ),
+    Case(
+        # smolagents and LlamaIndex name a streamed call's span after its method; no invocation parameters
+        "openinference-stream-flag-from-a-streaming-method",
+        "OpenAIModel.generate_stream",
+        {"openinference.span.kind": "LLM", "llm.invocation_parameters": "{}"},
+        {**MODEL, "Dialect": "openinference", "Operation": "chat", "Streaming": 1},
+    ),
+    Case(
+        "openinference-invocation-parameters-beat-the-method-name",
+        "OpenAILike.astream_chat",
+        {"openinference.span.kind": "LLM", "llm.invocation_parameters": '{"stream": false}'},
+        {**MODEL, "Dialect": "openinference", "Operation": "chat", "Streaming": 0},
+    ),
+    Case(
+        "openinference-whole-call-method-is-not-streamed",
+        "OpenAIModel.generate",
+        {"openinference.span.kind": "LLM"},
+        {**MODEL, "Dialect": "openinference", "Operation": "chat"},
     ),
     Case(
         "openinference-cache-read-from-output-value",

@@ -44,6 +44,7 @@ class Case:
     stream: bool
     out: str
     provider: str = "openai"  # the client a case drives, where it can drive either: openai | anthropic
+    # the tool's own clock per call; "remote": True where the case called it over a transport (MCP)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     trace_ids: list[str] = field(default_factory=list)
     measured_from_ns: int = 0  # when the measured run began; 0 during the warm-up

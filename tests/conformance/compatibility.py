@@ -117,6 +117,38 @@ INSTRUMENTATIONS: tuple[Instrumentation, ...] = (
         *same(records(tokens=True, cache=True)),
         provider="anthropic",
     ),
+    # smolagents ToolCallingAgent + OpenInference: run ({agent}.run), steps, model calls (generate,
+    # generate_stream: streamed by its name) and tools; tokens on every model span; no chunk timing, and
+    # cache reads only inside a Python repr in output.value (not read). Its own virtualenv.
+    Instrumentation(
+        "smolagents_openinference",
+        "smolagents + OpenInference",
+        *same(records(tokens=True)),
+        virtualenv="smolagents",
+    ),
+    # Google ADK 2.13's own tracing (its own virtualenv: it wants opentelemetry <= 1.44), through google-genai:
+    # GenAI names, tokens and cache reads on generate_content; no stream flag nor chunk timing. Schema v2 (the
+    # default) roots the run in invoke_workflow; v1 (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1) in "invocation",
+    # with call_llm wrappers (no operation name: role other) that stay open while the tool runs.
+    Instrumentation(
+        "adk_agent",
+        "Google ADK (schema v2)",
+        *same(records(tokens=True, cache=True, streaming_flag=False)),
+        virtualenv="adk",
+    ),
+    Instrumentation(
+        "adk_agent_schema_v1",
+        "Google ADK (schema v1)",
+        *same(records(tokens=True, cache=True, streaming_flag=False)),
+        virtualenv="adk",
+    ),
+    # A tool called over MCP (the mcp SDK 2.x's own spans; the server in its own process over stdio) inside
+    # the user's execute_tool span: one call seen three times. Model calls by OpenLLMetry's openai.
+    Instrumentation(
+        "mcp_agent",
+        "MCP (mcp SDK) + OpenLLMetry (openai)",
+        *same(records(ttft=True, decode=True, itl=True, tokens=True, cache=True)),
+    ),
     # OpenLIT 1.44 (its own virtualenv: it wants openai<3): time_to_first_token on a stream, its clock
     # started when the call returns the stream (2.5-4 ms short); its time_per_output_token averages
     # every chunk's gap and is no ITL; cache reads on whole calls only.

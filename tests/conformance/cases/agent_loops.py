@@ -33,26 +33,41 @@ ANTHROPIC_TOOLS = [{"name": TOOL, "description": TOOL_DESCRIPTION, "input_schema
 MAX_TOKENS = 256
 
 
-def openai_chat(client: Any, messages: list[dict[str, Any]], stream: bool) -> dict[str, Any]:
-    """One Chat Completions call; a streamed answer is assembled the way application code does it."""
-    kwargs = {"model": OPENAI_MODEL, "messages": messages, "tools": OPENAI_TOOLS}
-    if not stream:
-        return client.chat.completions.create(**kwargs).choices[0].message.model_dump(exclude_none=True)
-    content, calls = "", {}
-    for chunk in client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}):
+class ChatStream:
+    """A streamed Chat Completions answer assembled chunk by chunk, the way application code does it (sync or
+    async: the caller feeds each chunk as it reads it)."""
+
+    def __init__(self) -> None:
+        self.content = ""
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def add(self, chunk: Any) -> None:
         for choice in chunk.choices:
-            content += choice.delta.content or ""
+            self.content += choice.delta.content or ""
             for call in choice.delta.tool_calls or []:
-                entry = calls.setdefault(
+                entry = self.calls.setdefault(
                     call.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
                 )
                 entry["id"] = call.id or entry["id"]
                 entry["function"]["name"] += call.function.name or ""
                 entry["function"]["arguments"] += call.function.arguments or ""
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        message["tool_calls"] = list(calls.values())
-    return message
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.calls:
+            message["tool_calls"] = list(self.calls.values())
+        return message
+
+
+def openai_chat(client: Any, messages: list[dict[str, Any]], stream: bool) -> dict[str, Any]:
+    """One Chat Completions call; a streamed answer is assembled as it is read."""
+    kwargs = {"model": OPENAI_MODEL, "messages": messages, "tools": OPENAI_TOOLS}
+    if not stream:
+        return client.chat.completions.create(**kwargs).choices[0].message.model_dump(exclude_none=True)
+    answer = ChatStream()
+    for chunk in client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}):
+        answer.add(chunk)
+    return answer.message()
 
 
 def openai_agent(client: Any, stream: bool, run_tool: RunTool) -> str:
