@@ -342,10 +342,14 @@ class TraceAnalysis(Row):
     root_span_id: str
     root_name: str
     partial: bool
+    split_complete: bool = Field(
+        description="false for an agent run whose model calls are in traces of their own: model and orchestration "
+        "time unknown (null), tool time measured"
+    )
     e2e_ms: float
-    model_ms: float
+    model_ms: float | None
     tool_ms: float
-    orchestration_ms: float
+    orchestration_ms: float | None
     queue_ms: float
     prefill_ms: float
     decode_ms: float

@@ -7,6 +7,10 @@ throughout (no recursion, any depth) and O(n log n). Imports nothing from agentl
 Assembly
   * Duplicate span ids: the record that ends last wins (ties: the longer one). ``end < start`` is
     read as zero length.
+  * A client model call that states a stream lasting past its end (start + TTFT, plus decode when known, later
+    than its end: the call returned the stream and something else read it) is stretched to what it states, before
+    duplicates are weighed. Decode it does not state stays unknown. Statements that are not finite or exceed a
+    day are none.
   * A span whose parent id is its own or is not in the trace is an orphan. A parent cycle is broken
     at its earliest-starting span (ties: the longest), which becomes an orphan.
   * Root: the earliest-starting span with parent ``''`` (ties: longest, then span id). With none the
@@ -53,6 +57,10 @@ Attribution
   phase spans and server spans count as model; a model call inside a tool counts as model), else
   to orchestration, so model_ns + tool_ns + orchestration_ns == e2e_ns. Model segments inside a
   ``queue``/``prefill``/``decode`` phase span (or its descendants) also count in queue_ns etc.
+  A client model call that states its stream's end (start + TTFT + decode) before its own end is skipped in
+  that search for time at or after its stream's end: the span stayed open past its stream (Vercel AI's
+  doStream holds the tool call its stream asked for), and that time is what runs in it or what encloses it,
+  never model time for being inside a model span.
 
 Plain sums and counts
   A client model call has role model, is not a server span and is not a phase span, and its parent
@@ -67,10 +75,12 @@ Plain sums and counts
   (an MCP server's ``tools/call`` span inside the client's, that inside the user's ``execute_tool``): that is
   the outer call seen again and counts once, as the outer one (a sub-tool of another name counts).
   model_sum_ns / tool_sum_ns are plain sums of client model call / tool call durations (nested calls count in
-  both). parallelism = (model_sum_ns + tool_sum_ns) /
-  (model_ns + tool_ns), 1.0 when the denominator is 0. A server span joins the nearest client model
-  call above it (outermost server spans only); server_ns sums joined server spans and
-  client_wait_ns sums, per joined model call, max(0, call duration - its server time). Cache and
+  both; a model call to its stream's end where it states an earlier one). split_complete is False for a trace
+  with an agent span and no model span: an agent asks a model, so its calls were exported as traces of their own
+  and its model and orchestration time are unknown (the store leaves it out of the split's rollups).
+  parallelism = (model_sum_ns + tool_sum_ns) / (model_ns + tool_ns), 1.0 when the denominator is 0. A server
+  span joins the nearest client model call above it (outermost server spans only); server_ns sums joined server
+  spans and client_wait_ns sums, per joined model call, max(0, call duration - its server time). Cache and
   speculative ratios use each client model call's own pair of numbers, else its joined server
   span's. Prefetch outcomes and errors count over all spans.
 
@@ -251,6 +261,7 @@ class TraceAnalysis:
     tool_sum_ns: int
     parallelism: float
     model_calls: int
+    split_complete: bool  # False: its model calls are in other traces, so model and orchestration time are unknown
     tool_calls: int
     errors: int
     span_count: int
@@ -321,7 +332,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
     segments, split, windows = _walk(tree, {t: m for m, members in links.items() for t, _ in members})
     groups = _parallel_groups(tree, windows)
     root, ordered = tree.spans[tree.root], tree.spans
-    model_sum, tool_sum = _sum(ordered, tree.is_call), _sum(ordered, tree.is_tool)
+    model_sum, tool_sum = _model_sum(ordered, tree.is_call), _sum(ordered, tree.is_tool)
     on_path = split[MODEL] + split[TOOL]
     path = sorted((lo, depth, i) for i, (lo, _, depth) in windows.items())
     return _trace_analysis(
@@ -345,6 +356,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
         tool_sum_ns=tool_sum,
         parallelism=(model_sum + tool_sum) / on_path if on_path > 0 else 1.0,
         model_calls=sum(tree.is_call),
+        split_complete=_split_complete(ordered),
         tool_calls=sum(tree.is_tool),
         errors=sum(s.error for s in ordered),
         span_count=len(ordered),
@@ -394,6 +406,8 @@ def _dedupe(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
     for span in spans:
         if span.end_ns < span.start_ns:
             span = replace(span, end_ns=span.start_ns)
+        if span.ttft_ms is not None:
+            span = _stretched(span)
         old = best.get(span.span_id)
         if old is None or _wins(span, old):
             best[span.span_id] = span
@@ -541,16 +555,13 @@ def _walk(
     spans, children, reach = tree.spans, tree.children, tree.reach
     own: list[tuple[str, int, int, str, str]] = []  # (span id, lo, hi, category, phase) of each span's own time
     windows: dict[int, tuple[int, int, int]] = {}
-    category, phase, _ = _attribution(spans[tree.root], ORCHESTRATION, "")
-    # (span, lo, hi, depth, its category and phase, the siblings it adopts)
-    stack: list[tuple[int, int, int, int, str, str, list[int]]] = [
-        (tree.root, tree.lo, tree.hi, 0, category, phase, [])
-    ]
+    attribution, _ = _attribution(spans[tree.root], _ORCHESTRATION_ONLY)
+    # (span, lo, hi, depth, what its own time counts as, the siblings it adopts)
+    stack: list[tuple[int, int, int, int, _Pieces, list[int]]] = [(tree.root, tree.lo, tree.hi, 0, attribution, [])]
     while stack:
-        node, lo, hi, depth, category, phase, adopted = stack.pop()
+        node, lo, hi, depth, attribution, adopted = stack.pop()
         windows[node] = (lo, hi, depth)
         span_id = spans[node].span_id
-        seg_phase = phase if category == MODEL else ""  # children inherit phase; segments carry it as model time only
         cursor = hi
         kids = children[node] + adopted if adopted else children[node]
         if kids:  # most spans are leaves
@@ -563,15 +574,15 @@ def _walk(
                         continue
                     c_hi = cursor  # still streaming when the tool started: the tool waited for it until then
                 if c_hi < cursor:
-                    own.append((span_id, c_hi, cursor, category, seg_phase))
-                c_category, c_phase, transparent = _attribution(spans[child], category, phase)
+                    _own_time(own, span_id, c_hi, cursor, attribution)
+                c_attribution, transparent = _attribution(spans[child], attribution)
                 inside = _enclosed(keyed, k) if transparent else []
-                stack.append((child, c_lo, c_hi, depth + 1, c_category, c_phase, inside))
+                stack.append((child, c_lo, c_hi, depth + 1, c_attribution, inside))
                 cursor = c_lo
                 if dispatched_from:
                     waits_on = dispatched_from.get(child, -1)
         if lo < cursor:
-            own.append((span_id, lo, cursor, category, seg_phase))
+            _own_time(own, span_id, lo, cursor, attribution)
     own.sort(key=_SEGMENT_START)  # segments never overlap: no two start together
     if tree.partial:
         own = _split_root_time(tree, own)
@@ -585,21 +596,77 @@ def _walk(
 
 _SEGMENT_START = itemgetter(1)
 _SPLIT = (MODEL, TOOL, ORCHESTRATION, *PHASES)
+# What a span's own time counts as, piece by piece: (from ns, category, model phase), the first piece from the
+# start of time. One piece but for a model call whose stream ended before the span did, and what runs in it.
+_Pieces = tuple[tuple[int, str, str], ...]
+_ALWAYS = -(2**63)
+_ORCHESTRATION_ONLY: _Pieces = ((_ALWAYS, ORCHESTRATION, ""),)
+_MODEL_ONLY: _Pieces = ((_ALWAYS, MODEL, ""),)
+_TOOL_ONLY: _Pieces = ((_ALWAYS, TOOL, ""),)
 
 
-def _attribution(span: SpanRecord, parent_category: str, parent_phase: str) -> tuple[str, str, bool]:
-    """The category a span's own time counts as and the model phase it lies in, given its parent's, and whether
-    it is transparent: it has no latency category of its own (not a model, tool, phase or server span)."""
+def _own_time(own: list[tuple[str, int, int, str, str]], span_id: str, lo: int, hi: int, pieces: _Pieces) -> None:
+    """[lo, hi) of the span's own time as segments, one per piece it overlaps (model phases on model time only)."""
+    if len(pieces) == 1:  # nearly always
+        _, category, phase = pieces[0]
+        own.append((span_id, lo, hi, category, phase if category == MODEL else ""))
+        return
+    for k, (begin, category, phase) in enumerate(pieces):
+        end = pieces[k + 1][0] if k + 1 < len(pieces) else hi
+        a, b = max(lo, begin), min(hi, end)
+        if a < b:
+            own.append((span_id, a, b, category, phase if category == MODEL else ""))
+
+
+def _attribution(span: SpanRecord, outer: _Pieces) -> tuple[_Pieces, bool]:
+    """What a span's own time counts as, given what its parent's does, and whether it is transparent: it has no
+    latency category of its own (not a model, tool, phase or server span). A model call whose stream ended before
+    the span did (``_stream_end``) is model time until then, and after it counts as its parent's time would."""
     role, phase = span.role, span.phase
-    if role == MODEL or span.is_server_span or phase:
-        category = MODEL
-    elif role == TOOL:
-        category = TOOL
-    else:
-        return parent_category, parent_phase, True
+    if role == MODEL and not span.is_server_span and not phase:
+        end = _stream_end(span) if span.decode_ms is not None else None
+        if end is None:
+            return _MODEL_ONLY, False
+        return ((_ALWAYS, MODEL, ""), *_from(outer, end)), False
+    if not (role == MODEL or span.is_server_span or phase):
+        return (_TOOL_ONLY, False) if role == TOOL else (outer, True)
     if phase in PHASES:
-        return category, phase, False
-    return category, parent_phase if role not in (MODEL, TOOL) else "", False
+        return ((_ALWAYS, MODEL, phase),), False
+    if role in (MODEL, TOOL):
+        return _MODEL_ONLY, False
+    return tuple((begin, MODEL, inherited) for begin, _, inherited in outer), False  # a server span: in its phase
+
+
+def _from(pieces: _Pieces, moment: int) -> _Pieces:
+    """``pieces`` from ``moment`` on: the piece holding it starts there."""
+    later = [piece for piece in pieces if piece[0] > moment]
+    current = next(piece for piece in reversed(pieces) if piece[0] <= moment)
+    return ((moment, current[1], current[2]), *later)
+
+
+def _stream_end(span: SpanRecord) -> int | None:
+    """When a model call's stream ended, if the span states it (start + TTFT + decode) and ended later."""
+    ttft, decode = span.ttft_ms, span.decode_ms
+    if ttft is None or decode is None or not 0 < ttft + decode < _NO_LONGER_NS / 1e6:  # NaN and inf: none stated
+        return None
+    end = span.start_ns + round((ttft + decode) * 1e6)
+    return end if end < span.end_ns else None
+
+
+def _stretched(span: SpanRecord) -> SpanRecord:
+    """A model call that ended before its stream was read (its TTFT, or TTFT + decode, later than its end: the call
+    returned the stream, and someone else read it) lasts at least until what it states of the stream."""
+    ttft = span.ttft_ms
+    if ttft is None or span.role != MODEL or span.is_server_span or span.phase:
+        return span
+    stated = ttft + (span.decode_ms or 0.0)
+    if not 0 < stated < _NO_LONGER_NS / 1e6:
+        return span
+    end = span.start_ns + round(stated * 1e6)
+    return replace(span, end_ns=end) if end > span.end_ns else span
+
+
+_NO_LONGER_NS = 86_400 * 10**9  # a stream stated to last longer than a day is no statement
 
 
 def _enclosed(keyed: list[tuple[int, int, int]], k: int) -> list[int]:
@@ -652,6 +719,18 @@ def _split_root_time(tree: _Tree, own: list[tuple[str, int, int, str, str]]) -> 
 
 def _sum(spans: list[SpanRecord], keep: list[bool]) -> int:
     return sum([s.end_ns - s.start_ns for s in compress(spans, keep)])
+
+
+def _model_sum(spans: list[SpanRecord], calls: list[bool]) -> int:
+    """Client model calls' durations, each to its stream's end where it states an earlier one."""
+    return sum([((s.decode_ms is not None and _stream_end(s)) or s.end_ns) - s.start_ns for s in compress(spans, calls)])
+
+
+def _split_complete(spans: list[SpanRecord]) -> bool:
+    """False for an agent run with no model span: an agent asks a model, so its calls went to another trace (an
+    instrumentation that starts a trace of its own per call) and its model time is not known here."""
+    roles = {s.role for s in spans}
+    return MODEL in roles or sc.ROLE_AGENT not in roles
 
 
 def _first(spans: list[SpanRecord], field: str) -> str:

@@ -445,6 +445,7 @@ def trace_rows(project: str, results: list[tuple[str, TraceAnalysis]], analysed_
         **{column: _in_ms(analyses, attribute) for column, attribute in _IN_MS.items()},
         "DispatchDelaysMs": [[_ms(c.delay_ns) for c in a.dispatched] for a in analyses],
         "DispatchStreamedCalls": [sum(c.while_streaming for c in a.dispatched) for a in analyses],
+        "SplitComplete": [int(a.split_complete) for a in analyses],
         "CriticalPath": [list(a.critical_path) for a in analyses],
         "Details": [orjson.dumps(_details(a)) for a in analyses],  # UTF-8 bytes: Arrow takes them as strings
         "AnalysedAt": [analysed_at_us] * len(analyses),

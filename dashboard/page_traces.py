@@ -148,14 +148,21 @@ def split_table(analysis: TraceAnalysis) -> pd.DataFrame:
     sums = {"model": analysis.model_sum_ms, "tool": analysis.tool_sum_ms, "orchestration": None}
     rows = []
     for part in figures.PARTS:
-        ms = getattr(analysis, f"{part}_ms")
-        rows.append((part, fmt.ms(ms), fmt.share(ms / e2e if e2e else None), fmt.ms(sums[part])))
+        ms = getattr(analysis, f"{part}_ms")  # None: not known (the trace's model calls are in other traces)
+        rows.append((part, fmt.ms(ms), fmt.share(ms / e2e if e2e and ms is not None else None), fmt.ms(sums[part])))
     return pd.DataFrame(rows, columns=["part", "on critical path", "share", "plain sum"])
 
 
 def _split(analysis: TraceAnalysis) -> None:
     st.metric("E2E", fmt.ms(analysis.e2e_ms))
     st.dataframe(split_table(analysis), hide_index=True, width="stretch", key="split_table")
+    if not analysis.split_complete:
+        st.warning(
+            "No model call in this agent run's trace: its instrumentation exported each call as a trace of its own, "
+            "so model and orchestration time are not known here (and this trace is left out of the split's "
+            "percentiles). docs/trace-analysis.md says how to keep the calls in the run's trace.",
+            icon=":material/call_split:",
+        )
     facts = {
         "first TTFT": fmt.ms(analysis.first_ttft_ms),
         "model calls": fmt.count(analysis.model_calls),

@@ -189,6 +189,12 @@ TRACE_DISPATCH_COLUMNS = (
     " ADD COLUMN IF NOT EXISTS DispatchStreamedCalls UInt32 AFTER DispatchDelaysMs"
 )
 
+# Whether the trace held its model calls (issue 38): an agent run whose calls went to traces of their own has
+# no known model or orchestration time, and the split's rollups leave it out. Rows written before it were
+# analysed as complete. The rollup SQL of migrations 7, 8 and 11 reads it, so they add it first, as 19 does.
+TRACE_SPLIT_COLUMN = (
+    "ALTER TABLE agentlat_traces ADD COLUMN IF NOT EXISTS SplitComplete UInt8 DEFAULT 1 AFTER DispatchStreamedCalls"
+)
 
 # The values of a rollup row of at most rollup_sql.EXACT_MAX of them, which then has an empty Digest
 # (migration 11). Tables created before it lack the column, and the rollup SQL that migrations 5, 7, 8 and
@@ -247,6 +253,7 @@ _NOW_VERSION = "toUInt64(toUnixTimestamp64Nano(now64(9)))"
 ROLLUP_COUNTERS_BACKFILL = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
     TRACE_DISPATCH_COLUMNS,
+    TRACE_SPLIT_COLUMN,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
 )
@@ -275,6 +282,7 @@ TTL toDate(Minute) + INTERVAL {ttl_days} DAY
 ADVICE_ROLLUPS = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
     TRACE_DISPATCH_COLUMNS,
+    TRACE_SPLIT_COLUMN,
     PREFIX_DDL,
     prefixes_from_raw("1", _NOW_VERSION),
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
@@ -456,6 +464,7 @@ WHERE IngestedAt >= {_COPY_STARTED}
 ROLLUP_EXACT = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h", "agentlat_rollup_1d"),
     TRACE_DISPATCH_COLUMNS,
+    TRACE_SPLIT_COLUMN,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
     days_from_hours("1"),
@@ -625,6 +634,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "rollups: ZSTD(3) instead of LZ4", ROLLUP_CODECS_V16_DDL),
     Migration(17, "trace time index: span rows per trace", TRACE_SPAN_COUNT),
     Migration(18, "spans: a call or conversation id equal to its attribute stored once", (ATTRIBUTE_COPIES_DDL,)),
+    Migration(19, "analysis rows: whether the trace held its model calls", (TRACE_SPLIT_COLUMN,)),
 )
 
 LEDGER_DDL = """

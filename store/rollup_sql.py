@@ -65,11 +65,12 @@ SPAN_ROLLUP_METRICS = {
     "tool": "if(Role = 'tool', Duration / 1e6, NULL)",
     "agent": "if(Role = 'agent', Duration / 1e6, NULL)",
 }
+# A trace whose model calls are in other traces (SplitComplete = 0) counts in E2E and not in the split.
 TRACE_ROLLUP_METRICS = {
     "e2e": "E2eMs",
-    "split_model": "ModelMs",
-    "split_tool": "ToolMs",
-    "split_orchestration": "OrchestrationMs",
+    "split_model": "if(SplitComplete = 1, ModelMs, NULL)",
+    "split_tool": "if(SplitComplete = 1, ToolMs, NULL)",
+    "split_orchestration": "if(SplitComplete = 1, OrchestrationMs, NULL)",
 }
 ROLLUP_METRICS = (*SPAN_ROLLUP_METRICS, *TRACE_ROLLUP_METRICS)
 

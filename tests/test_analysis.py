@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import replace
@@ -282,6 +283,97 @@ def test_a_tool_seen_again_inside_itself_counts_once(spans: list[SpanRecord], ex
     """(tool calls, their plain sum, tool time on the critical path) in ms."""
     a = analyse([agent("r", "", 0, 500), *spans])
     assert (a.tool_calls, a.tool_sum_ns // MS, a.tool_ns // MS) == expected
+
+
+# Model spans whose stated stream (TTFT, decode) ends before or after the span does.
+STREAM_END_CASES = [
+    pytest.param(
+        # Vercel AI's doStream: the stream ends at 370 (10 + 300 + 60), the span stays open while the tool it
+        # holds runs and 100 ms past it: 360 ms model, the tool's 200, the rest orchestration.
+        [model("m", "r", 10, 680, ttft_ms=300.0, decode_ms=60.0), tool("t", "m", 380, 580)],
+        (700, 360, 200, 140),
+        (360, 200),
+        id="tool-inside-a-model-span-open-past-its-stream",
+    ),
+    pytest.param(
+        # LlamaIndex's astream_chat: returns the stream at 11 and someone else reads it; first chunk at 310
+        [model("m", "r", 10, 11, ttft_ms=300.0)],
+        (700, 300, 0, 400),
+        (300, 0),
+        id="span-ended-before-its-first-chunk",
+    ),
+    pytest.param(
+        [model("m", "r", 10, 11, ttft_ms=300.0, decode_ms=140.0)],
+        (700, 440, 0, 260),
+        (440, 0),
+        id="span-ended-before-its-stream-with-decode-known",
+    ),
+    pytest.param(
+        # a model call inside a tool (a sub-agent's): past its stream the time is the tool's again
+        [tool("t", "r", 0, 500), model("m", "t", 10, 400, ttft_ms=100.0, decode_ms=50.0)],
+        (700, 150, 350, 200),
+        (150, 500),
+        id="model-call-inside-a-tool-past-its-stream",
+    ),
+    pytest.param(
+        # a stream that ends when the span does, or a span with no decode: nothing changes
+        [model("m1", "r", 10, 110, ttft_ms=50.0, decode_ms=50.0), model("m2", "r", 200, 300, ttft_ms=20.0)],
+        (700, 200, 0, 500),
+        (200, 0),
+        id="stream-ending-with-its-span",
+    ),
+    pytest.param(
+        # what nothing can state: NaN, infinite, or a day long
+        [
+            model("m", "r", 10, 110, ttft_ms=math.nan, decode_ms=1.0),
+            model("n", "r", 200, 300, ttft_ms=math.inf),
+            model("o", "r", 400, 500, ttft_ms=9e7),
+        ],
+        (700, 300, 0, 400),
+        (300, 0),
+        id="stated-stream-not-finite",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spans", "expected", "sums"), STREAM_END_CASES)
+def test_a_model_call_is_model_time_to_its_streams_end(
+    spans: list[SpanRecord], expected: tuple[int, int, int, int], sums: tuple[int, int]
+) -> None:
+    """(e2e, model, tool, orchestration) and (model sum, tool sum) in ms."""
+    a = analyse([agent("r", "", 0, 700), *spans])
+    assert split_ms(a) == expected
+    assert (a.model_sum_ns // MS, a.tool_sum_ns // MS) == sums
+
+
+def test_past_its_stream_a_model_span_is_its_parents_time_piece_by_piece() -> None:
+    """A model call inside another's post-stream time: past both streams, the tool that holds them."""
+    spans = [
+        agent("r", "", 0, 700),
+        tool("t", "r", 0, 600),
+        model("outer", "t", 0, 500, ttft_ms=100.0, decode_ms=100.0),  # stream ends at 200
+        span("step", "outer", 250, 450),
+        model("inner", "step", 250, 450, ttft_ms=50.0, decode_ms=50.0),  # stream ends at 350
+    ]
+    a = analyse(spans)
+    assert split_ms(a) == (700, 300, 300, 100)
+    assert [(s.span_id, s.start_ns // MS, s.end_ns // MS, s.category) for s in a.segments if s.span_id != "r"] == [
+        ("outer", 0, 200, "model"),
+        ("outer", 200, 250, "tool"),
+        ("inner", 250, 350, "model"),
+        ("inner", 350, 450, "tool"),
+        ("outer", 450, 500, "tool"),
+        ("t", 500, 600, "tool"),
+    ]
+
+
+def test_an_agent_run_without_model_calls_has_no_complete_split() -> None:
+    """Its model calls went to traces of their own (LiteLLM's callback): model time is not known here."""
+    elsewhere = analyse([agent("r", "", 0, 900), tool("t", "r", 100, 300)])
+    assert (elsewhere.split_complete, elsewhere.model_calls, elsewhere.tool_ns) == (False, 0, 200 * MS)
+    assert analyse([agent("r", "", 0, 900), model("m", "r", 0, 100)]).split_complete
+    assert analyse([span("job", "", 0, 900), tool("t", "job", 100, 300)]).split_complete  # no agent: nothing missing
+    assert analyse([model("m", "", 0, 100)]).split_complete  # the other side: a call's own trace
 
 
 def test_no_phase_spans_means_zero_phases() -> None:

@@ -66,6 +66,10 @@ def traces(draw: st.DrawFn) -> list[SpanRecord]:
                 tool=draw(st.sampled_from(("tool_a", "tool_b"))) if tool else "",
                 tool_call_id=draw(st.sampled_from(("", f"c{i}", f"c{i}"))) if tool else "",
                 depends_on=(f"c{draw(st.integers(0, i))}",) if tool and draw(st.booleans()) else (),
+                # what a model span states of its stream: often nothing, else a first chunk and a decode that
+                # may end before the span, at its end, or after it (a span that ended before its stream was read)
+                ttft_ms=draw(st.one_of(st.none(), st.integers(0, 60).map(float))) if role == "model" else None,
+                decode_ms=draw(st.one_of(st.none(), st.integers(0, 40).map(float))) if role == "model" else None,
             )
         )
     for i, s in enumerate(spans):
@@ -92,6 +96,7 @@ class Node:
     role: str
     server: bool
     phase: str
+    stream_end: int | None = None  # ms: a model call whose stream ended before the span did
     parent: str | None = None
     kids: list[str] = field(default_factory=list)
     record: SpanRecord | None = None  # the record that won (for the dispatch reference)
@@ -127,7 +132,13 @@ def reference(records: list[SpanRecord]) -> Reference:
     nodes: dict[str, Node] = {}
     for r in records:
         start, end = r.start_ns // MS, max(r.end_ns, r.start_ns) // MS
-        node = Node(r.span_id, r.parent_span_id, start, end, r.role, r.is_server_span, r.phase, record=r)
+        client = r.role == "model" and not r.is_server_span and not r.phase
+        stated = r.ttft_ms + (r.decode_ms or 0) if client and r.ttft_ms is not None else 0
+        if stated > 0:  # a call that ended before its stream was read lasts as long as it says the stream did
+            end = max(end, start + int(stated))
+        told = r.ttft_ms + r.decode_ms if client and None not in (r.ttft_ms, r.decode_ms) else 0
+        stream_end = start + int(told) if told > 0 and start + told < end else None
+        node = Node(r.span_id, r.parent_span_id, start, end, r.role, r.is_server_span, r.phase, stream_end, record=r)
         old = nodes.get(r.span_id)
         if old is None or (end, -start) > (old.end, -old.start):
             nodes[r.span_id] = node
@@ -201,8 +212,9 @@ def reference(records: list[SpanRecord]) -> Reference:
             category[tick], phase[tick] = "orchestration", ""  # time of the missing parent
             continue
         chain, cur = [], span_id
-        while cur is not None:
-            chain.append(nodes[cur])
+        while cur is not None:  # past its stream's end a model call is no model time: skipped like any other span
+            if nodes[cur].stream_end is None or tick < nodes[cur].stream_end:
+                chain.append(nodes[cur])
             cur = nodes[cur].parent
         category[tick] = next(
             ("model" if n.role == "model" or n.server or n.phase else "tool" for n in chain if _is_call(n)),
@@ -257,6 +269,8 @@ def test_split_equals_the_brute_force_reference(spans: list[SpanRecord]) -> None
     assert category == ref.category
     assert set(a.critical_path) == set(ref.walked)
     assert a.span_count == len(ref.nodes)
+    roles = {n.role for n in ref.nodes.values()}
+    assert a.split_complete == ("agent" not in roles or "model" in roles)
 
 
 def seen_again(nodes: dict[str, Node], node: Node) -> bool:

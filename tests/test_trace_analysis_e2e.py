@@ -179,6 +179,29 @@ def test_breakdown_and_timeseries_from_rollups(fast: ServerProcess) -> None:
     assert groups["rows"] == [{"group": {"service": "rollup-svc", "route": "/rolled"}, "count": 4}]
 
 
+def test_an_agent_run_whose_model_calls_went_elsewhere_has_no_model_time(fast: ServerProcess) -> None:
+    """LiteLLM's callback roots each call in a trace of its own: the agent's trace holds the agent and its tool only.
+    Its split says unknown, not "model 0 ms", and the split's rollups and tail bands leave it out; E2E counts it."""
+    base = (time.time_ns() // (60_000 * MS) - 3) * 60_000 * MS
+    complete = agent_trace(base, "/elsewhere", service="elsewhere-svc")
+    lone = [s for s in agent_trace(base + 2000 * MS, "/elsewhere", service="elsewhere-svc") if "chat" not in s.name]
+    ingest(fast, complete + lone)
+    a = analysis(fast, lone[0].trace_id, span_count=3)
+    assert (a["split_complete"], a["model_ms"], a["orchestration_ms"]) == (False, None, None)
+    assert (a["e2e_ms"], a["tool_ms"], a["model_calls"], a["tool_calls"]) == (1000.0, 400.0, 0, 2)
+    assert analysis(fast, complete[0].trace_id)["split_complete"] is True
+
+    def rolled() -> dict | None:
+        body = fast.get("/api/v1/breakdown", group_by="route", service="elsewhere-svc", window="1h").json()
+        return body if body["rows"] and body["rows"][0]["traces"] == 2 else None
+
+    [row] = wait_for(rolled)["rows"]
+    assert (row["e2e"]["count"], row["model"]["count"], row["tool"]["count"]) == (2, 1, 1)
+    assert row["model"]["mean"] == pytest.approx(600.0) and row["tool"]["mean"] == pytest.approx(400.0)
+    assert row["share"] == pytest.approx({"model": 0.6, "tool": 0.4, "orchestration": 0.0})
+    assert [(band["traces"], band["model"]) for band in row["at"].values()] == [(1, 600.0)] * 3
+
+
 @pytest.mark.parametrize(
     ("path", "params", "fragment"),
     [

@@ -25,13 +25,12 @@ SPLIT = {"e2e": "e2e", "model": "split_model", "tool": "split_tool", "orchestrat
 
 
 def _with_shares(entry: dict[str, Any]) -> dict[str, Any]:
-    """Means of the parts add up to the mean E2E (each trace's parts add up to its E2E)."""
-    mean_e2e = entry["e2e"]["mean"] or 0.0
+    """Each part's share of the split: of the traces that hold their model calls (the parts of each add up to its
+    E2E), so the shares add up to 1 though traces whose calls went elsewhere count in ``traces`` and E2E."""
+    parts = ("model", "tool", "orchestration")
+    whole = sum(entry[part]["mean"] or 0.0 for part in parts if part in entry)
     entry["traces"] = entry["e2e"]["count"]
-    entry["share"] = {
-        part: (entry[part]["mean"] / mean_e2e if part in entry and mean_e2e else 0.0)
-        for part in ("model", "tool", "orchestration")
-    }
+    entry["share"] = {part: (entry[part]["mean"] / whole if part in entry and whole else 0.0) for part in parts}
     return entry
 
 
