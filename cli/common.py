@@ -10,6 +10,7 @@ and rich only, so ``agentlat --help`` stays fast.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Annotated, NoReturn
 
@@ -25,14 +26,16 @@ ApiOpt = Annotated[str, typer.Option("--api", help=f"agentlat server URL (env {E
 
 
 def setup_logging(level: str) -> None:
+    """Rich's columns on a terminal; one plain line per record elsewhere (a file, a pipe, a container's log),
+    which Rich would wrap at 80 columns."""
     from rich.logging import RichHandler
 
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(name)s: %(message)s",
-        handlers=[RichHandler(console=console, show_path=False, rich_tracebacks=False)],
-        force=True,
-    )
+    handler: logging.Handler
+    if console.is_terminal:
+        handler, fmt = RichHandler(console=console, show_path=False, rich_tracebacks=False), "%(name)s: %(message)s"
+    else:
+        handler, fmt = logging.StreamHandler(sys.stderr), "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level.upper(), format=fmt, handlers=[handler], force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call is noise here
 
 

@@ -21,6 +21,15 @@ _CLUSTER_PENDING = (
 )
 
 
+def _schema_change(before: set[int], applied: list[int], where: str) -> str:
+    """One line for what ``migrate`` did: a store created, or upgraded from one schema version to another."""
+    known = [m.version for m in MIGRATIONS if m.version in before]  # the ledger holds marks of steps too
+    if not known:
+        return f"created the store: {where} (schema {applied[-1]})"
+    names = "; ".join(m.name for m in MIGRATIONS if m.version in applied)
+    return f"upgraded the store from schema {max(known)} to {applied[-1]}: {where} ({names})"
+
+
 class SchemaAdmin:
     """Migrations, settings and retention of the store's database."""
 
@@ -49,8 +58,10 @@ class SchemaAdmin:
                 "INSERT INTO agentlat_migrations (Version, Name) VALUES ({v:UInt32}, {n:String})",
                 {"v": migration.version, "n": migration.name},
             )
-            log.info("applied migration %d: %s", migration.version, migration.name)
+            log.debug("applied migration %d: %s", migration.version, migration.name)
             applied.append(migration.version)
+        if applied:
+            log.info("%s", _schema_change(done, applied, self.description))
         return applied
 
     def migrate_cluster(self, cluster: str) -> list[int]:

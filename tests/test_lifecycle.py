@@ -132,7 +132,11 @@ def test_up_prints_one_banner_once_everything_answers_and_logs_only_failures(tmp
     with started(up_command("agentlat up", port, dashboard), tmp_path) as (process, log):
         wait_for(lambda: BANNER_END in log.read_text(), timeout=120)
         shown = log.read_text()
-        banner = shown[shown.index("agentlat collector on") :]
+        first_screen, banner = shown.split("agentlat collector on", 1)
+        # a new store is one line, and no log line is wrapped when the output is not a terminal
+        assert first_screen.count("created the store: embedded chDB at") == 1 and "migration" not in first_screen
+        assert all(line.startswith("20") for line in first_screen.splitlines()), first_screen
+        assert len(first_screen.splitlines()) <= 10, first_screen
         assert f"dashboard on http://127.0.0.1:{dashboard}" in banner and "budgets" in banner and "alerts" in banner
         demo_log = tmp_path / "demo.log"
         wait_for(lambda: demo_log.exists() and "agent runs" in demo_log.read_text(errors="replace"), timeout=60)

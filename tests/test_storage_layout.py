@@ -683,3 +683,47 @@ def test_a_span_sent_twice_in_one_insert_is_kept_twice_and_read_once(embedded_st
         ("1" * 16, "retried", "second try"),
         ("2" * 16, "once", ""),
     ]
+
+
+FIRST_START = """
+import json, logging, sys
+from pathlib import Path
+from agentlat.store import ChdbBackend, Store
+from agentlat.store.migrations import MIGRATIONS
+
+seen = []
+handler = logging.Handler()
+handler.emit = lambda record: seen.append(record.getMessage())
+logging.getLogger("agentlat.store").addHandler(handler)
+logging.getLogger("agentlat.store").setLevel(logging.INFO)
+store = Store(ChdbBackend(Path(sys.argv[1])))
+store.migrate()
+runs = [seen[:]]
+seen.clear()
+store.backend.execute(
+    "ALTER TABLE agentlat_migrations DELETE WHERE Version = {v:UInt32} SETTINGS mutations_sync = 2",
+    {"v": MIGRATIONS[-1].version},
+)
+store.migrate()
+runs.append(seen[:])
+seen.clear()
+store.migrate()
+runs.append(seen[:])
+print(json.dumps({"runs": runs, "where": store.description}))
+"""
+
+
+def test_a_new_store_logs_one_line_and_an_upgrade_says_from_which_schema_to_which(tmp_path: Path) -> None:
+    """Issue 41: a first start's screen was 18 "applied migration" lines before the banner. In a process of its
+    own: chDB opens one data path per process."""
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_START, str(tmp_path / "data")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[-1])
+    last, where = MIGRATIONS[-1], answer["where"]
+    assert answer["runs"] == [
+        [f"created the store: {where} (schema {last.version})"],
+        [f"upgraded the store from schema {last.version - 1} to {last.version}: {where} ({last.name})"],
+        [],  # an up-to-date store says nothing
+    ]
