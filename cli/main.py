@@ -20,6 +20,7 @@ from agentlat.cli.common import ApiOpt, console, run_or_exit, setup_logging
 from agentlat.cli.dashboard import dashboard
 from agentlat.cli.keys import keys_app
 from agentlat.cli.migrate import migrate
+from agentlat.cli.top import top
 
 if TYPE_CHECKING:
     from agentlat.api.models import AdviceResponse
@@ -202,6 +203,7 @@ def _print_advice(body: AdviceResponse, as_json: bool) -> None:
 
 app.command()(dashboard)
 app.command()(migrate)
+app.command()(top)
 
 
 @app.command()
