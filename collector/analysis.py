@@ -723,7 +723,8 @@ def _sum(spans: list[SpanRecord], keep: list[bool]) -> int:
 
 def _model_sum(spans: list[SpanRecord], calls: list[bool]) -> int:
     """Client model calls' durations, each to its stream's end where it states an earlier one."""
-    return sum([((s.decode_ms is not None and _stream_end(s)) or s.end_ns) - s.start_ns for s in compress(spans, calls)])
+    ends = [(s.decode_ms is not None and _stream_end(s)) or s.end_ns for s in compress(spans, calls)]
+    return sum(ends) - sum([s.start_ns for s in compress(spans, calls)])
 
 
 def _split_complete(spans: list[SpanRecord]) -> bool:

@@ -5,6 +5,7 @@ rules for agent frameworks, stream flags and usage buried in JSON. Each hook is 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Mapping
@@ -124,6 +125,37 @@ def _method(name: str) -> tuple[str, str]:
     """(object, method) of a ``{object}.{method}`` span name; ('', '') for any other name."""
     owner, dot, method = name.rpartition(".")
     return (owner, method) if dot and owner and method.isidentifier() else ("", "")
+
+
+def litellm_raw_request(span: Span, out: Out) -> None:
+    """LiteLLM's raw request span: ``llm.{provider}.model`` and ``llm.{provider}.usage`` (a Python repr of the
+    provider's usage: prompt, completion and cached tokens, read as literals, never evaluated)."""
+    for key, value in span.attrs.items():
+        if not (key.startswith("llm.") and isinstance(value, str)):
+            continue
+        if key.endswith(".model") and key.count(".") == 2 and not out.values["Model"]:
+            out.put("Model", value)
+        elif key.endswith(".usage") and key.count(".") == 2:
+            _litellm_usage(key, value, out)
+
+
+def _litellm_usage(key: str, text: str, out: Out) -> None:
+    try:
+        usage = ast.literal_eval(text) if len(text) < 4096 else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        usage = None
+    if not isinstance(usage, dict):
+        out.flag(f"bad_attribute:{key}")
+        return
+    details = usage.get("prompt_tokens_details")
+    counts = {
+        "InputTokens": usage.get("prompt_tokens", usage.get("input_tokens")),
+        "OutputTokens": usage.get("completion_tokens", usage.get("output_tokens")),
+        "CacheReadTokens": details.get("cached_tokens") if isinstance(details, dict) else None,
+    }
+    for column, count in counts.items():
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            out.put(column, count)
 
 
 def openinference_extra(span: Span, out: Out) -> None:

@@ -103,6 +103,13 @@ _GENAI_ROLES = {
     **{op: (_AGENT, op) for op in sc.AGENT_OPERATIONS},
     sc.OP_EXECUTE_TOOL: _RUN_TOOL,
 }
+# A span named in the conventions' "{operation} {target}" form for an agent, workflow or tool: its creator said
+# what it is. Another instrumentation may write a model call's attributes onto it later (LiteLLM's callback writes
+# its call onto whatever span is current when it has no span of its own, gen_ai.operation.name included), so in
+# dialects that do so this name is read before any attribute.
+_NAMED_BY_ITS_CREATOR = {
+    f"{op} *": role for op, role in _GENAI_ROLES.items() if role[0] in (sc.ROLE_AGENT, sc.ROLE_TOOL)
+}
 _USAGE = "langfuse.observation.usage_details"
 # Vercel's top-level calls run a whole multi-step loop (model and tool calls): the agent.
 _VERCEL_TOP = ("generateText", "streamText", "generateObject", "streamObject", "embed", "embedMany")
@@ -144,19 +151,31 @@ DIALECTS: tuple[Dialect, ...] = (
             "llm.is_streaming",
             "gen_ai.openai.api_base",
         ),
-        kind_keys=("llm.request.type", "traceloop.span.kind", sc.GEN_AI_OPERATION_NAME),
+        kind_keys=(NAME, "llm.request.type", "traceloop.span.kind", sc.GEN_AI_OPERATION_NAME),
         roles={
+            **_NAMED_BY_ITS_CREATOR,
             **_GENAI_ROLES,
             **{"chat": _CHAT, "completion": _COMPLETION, "embedding": _EMBED, "tool": _RUN_TOOL},
             **{"workflow": (_AGENT, sc.OP_INVOKE_WORKFLOW), "agent": _RUN_AGENT, "task": (_OTHER, "")},
         },
         sources={
             "DecodeMs": "llm.chat_completions.streaming_time_to_generate",
-            "Streaming": ("gen_ai.is_streaming", "llm.is_streaming"),
+            # LiteLLM's callback (llm.request.type) under gen_ai_latest_experimental: gen_ai.request.stream
+            "Streaming": ("gen_ai.is_streaming", "llm.is_streaming", sc.GEN_AI_REQUEST_STREAM),
             "ReasoningTokens": ("gen_ai.usage.reasoning_tokens", "llm.usage.reasoning_tokens"),
             ENTITY: "traceloop.entity.name",
         },
         extra=hook.chunk_events,
+    ),
+    Dialect(
+        # LiteLLM's own span of the HTTP request of a call (under its litellm_request span, or under whatever span
+        # was current, when it wrote the call onto that): the call's interval. llm.{provider}.* attributes, the
+        # usage as a Python repr.
+        name="litellm",
+        name_prefixes=("raw_gen_ai_request",),
+        kind_keys=(NAME,),
+        roles={"raw_gen_ai_request": _CHAT},
+        extra=hook.litellm_raw_request,
     ),
     Dialect(
         name="langfuse",

@@ -806,6 +806,66 @@ DIALECT_CASES = [
         {**MODEL, "Dialect": "openllmetry", "Operation": "text_completion", "Streaming": 1, "ReasoningTokens": 2},
     ),
     Case(
+        # LiteLLM's "otel" callback (llm.request.type marks it) in its latest-GenAI-conventions mode: the
+        # stream flag as gen_ai.request.stream, a string, instead of llm.is_streaming
+        "openllmetry-litellm-request-stream",
+        "chat gpt-fake-1",
+        {"llm.request.type": "completion", "gen_ai.operation.name": "chat", "gen_ai.request.stream": "true"},
+        {**MODEL, "Dialect": "openllmetry", "Operation": "text_completion", "Streaming": 1},
+    ),
+    Case(
+        # LiteLLM's callback with no span of its own writes its call onto the current span, the user's agent
+        # span, gen_ai.operation.name included: the name its creator gave it in the conventions' form decides
+        "openllmetry-attributes-written-onto-an-agent-span",
+        "invoke_agent weather_agent",
+        {
+            "gen_ai.agent.name": "weather_agent",
+            "llm.request.type": "completion",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-fake-1",
+        },
+        {
+            "Role": "agent",
+            "Dialect": "openllmetry",
+            "Operation": "invoke_agent",
+            "Agent": "weather_agent",
+            "Model": "gpt-fake-1",
+        },
+    ),
+    Case(
+        "openllmetry-attributes-written-onto-a-tool-span",
+        "execute_tool get_weather",
+        {"gen_ai.tool.name": "get_weather", "llm.request.type": "completion", "gen_ai.operation.name": "chat"},
+        {"Role": "tool", "Dialect": "openllmetry", "Operation": "execute_tool", "Tool": "get_weather"},
+    ),
+    Case(
+        # LiteLLM's span of a call's HTTP request: model and usage (a Python repr) under llm.{provider}.*
+        "litellm-raw-request",
+        "raw_gen_ai_request",
+        {
+            "llm.openai.model": "gpt-fake-1",
+            "llm.openai.usage": "{'completion_tokens': 8, 'prompt_tokens': 1000, 'total_tokens': 1008, "
+            "'prompt_tokens_details': {'audio_tokens': 0, 'cached_tokens': 800}}",
+            "llm.openai.messages": "[{'role': 'user', 'content': 'hi'}]",
+        },
+        {
+            **MODEL,
+            "Dialect": "litellm",
+            "Operation": "chat",
+            "Model": "gpt-fake-1",
+            "InputTokens": 1000,
+            "OutputTokens": 8,
+            "CacheReadTokens": 800,
+        },
+    ),
+    Case(
+        "litellm-raw-request-unreadable-usage",
+        "raw_gen_ai_request",
+        {"llm.anthropic.model": "claude-fake-1", "llm.anthropic.usage": "__import__('os').system('x')"},
+        {**MODEL, "Dialect": "litellm", "Operation": "chat", "Model": "claude-fake-1"},
+        flags=("bad_attribute:llm.anthropic.usage",),
+    ),
+    Case(
         "openllmetry-tool",
         "get_weather.tool",
         {"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather", "traceloop.workflow.name": "trip"},

@@ -47,6 +47,8 @@ class Case:
     # the tool's own clock per call; "remote": True where the case called it over a transport (MCP)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     trace_ids: list[str] = field(default_factory=list)
+    # the traces of model calls exported apart from the agent's (LiteLLM's), where the case can see them
+    model_trace_ids: list[str] = field(default_factory=list)
     measured_from_ns: int = 0  # when the measured run began; 0 during the warm-up
 
     @property
@@ -87,7 +89,12 @@ class Case:
     def finish(self) -> None:
         with open(self.out, "w") as f:
             json.dump(
-                {"tool_calls": self.tool_calls, "trace_ids": self.trace_ids, "measured_from_ns": self.measured_from_ns},
+                {
+                    "tool_calls": self.tool_calls,
+                    "trace_ids": self.trace_ids,
+                    "model_trace_ids": self.model_trace_ids,
+                    "measured_from_ns": self.measured_from_ns,
+                },
                 f,
             )
 

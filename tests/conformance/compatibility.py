@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from tests.conformance.harness import Expect
+from tests.conformance.harness import OWN_TRACES, UNRECORDED, Expect
 
 AGENT = "weather_agent"
 
@@ -39,6 +39,9 @@ def records(**what: bool) -> Expect:
 def same(expect: Expect, **changes: object) -> tuple[Expect, Expect]:
     return expect, replace(expect, **changes)
 
+
+# LiteLLM's streamed calls, each a trace of its own, their spans ended by its logging thread
+litellm = records(tokens=True, model_spans=OWN_TRACES, tolerance_ms={"modelTailMs": 15.0})
 
 INSTRUMENTATIONS: tuple[Instrumentation, ...] = (
     # agentlat's SDK: init() instruments the openai client; agent and tool scoped by hand.
@@ -148,6 +151,27 @@ INSTRUMENTATIONS: tuple[Instrumentation, ...] = (
         "mcp_agent",
         "MCP (mcp SDK) + OpenLLMetry (openai)",
         *same(records(ttft=True, decode=True, itl=True, tokens=True, cache=True)),
+    ),
+    # LiteLLM's built-in "otel" callback (its own virtualenv): tokens and a stream flag, no chunk timing. A streamed
+    # call's success handler runs on LiteLLM's logging thread, with no context: its litellm_request span is the
+    # root of a trace of its own (the agent's trace: split incomplete), ending 9-11 ms after the stream. A whole
+    # call's handler runs in the caller's context: no span of its own, the call's attributes (gen_ai.operation.name
+    # chat included) written onto the current span, the user's invoke_agent span (an agent still: its name says
+    # so), and its raw_gen_ai_request span (the HTTP request, with usage and cache reads) inside it. Under the latest
+    # GenAI conventions (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental) a stream's span is "chat {model}"
+    # and a whole call leaves no span of its interval at all: split incomplete.
+    Instrumentation(
+        "litellm_otel",
+        "LiteLLM (otel callback)",
+        litellm,
+        records(tokens=True, cache=True),
+        virtualenv="litellm",
+    ),
+    Instrumentation(
+        "litellm_semconv",
+        "LiteLLM (otel callback, latest GenAI semconv)",
+        *same(litellm, model_spans=UNRECORDED, tolerance_ms={}),
+        virtualenv="litellm",
     ),
     # OpenLIT 1.44 (its own virtualenv: it wants openai<3): time_to_first_token on a stream, its clock
     # started when the call returns the stream (2.5-4 ms short); its time_per_output_token averages

@@ -38,6 +38,9 @@ TAIL_TOLERANCE_MS = 10.0
 ATTEMPTS = 3
 
 
+IN_TRACE, OWN_TRACES, UNRECORDED = "in trace", "own traces", "unrecorded"
+
+
 @dataclass(frozen=True)
 class Expect:
     """What an instrumentation records, so what agentlat must report (else null)."""
@@ -50,8 +53,14 @@ class Expect:
     cache: bool  # cache-read tokens
     streaming_flag: bool = True  # marks a streamed call as streamed
     # wider bounds than TTFT_TOLERANCE_MS, by column, for a figure the instrumentation records but
-    # measures its own way (OpenLIT's TTFT clock starts when the call returns the stream)
+    # measures its own way (OpenLIT's TTFT clock starts when the call returns the stream); "modelTailMs" widens
+    # TAIL_TOLERANCE_MS for a span ended by a logging thread after the stream (LiteLLM's)
     tolerance_ms: dict[str, float] = field(default_factory=dict)
+    # where the model calls' spans are: IN_TRACE; OWN_TRACES, each a trace of its own apart from the agent's
+    # (LiteLLM's streamed calls): the agent's trace holds its tool time only (split incomplete), each call's own
+    # trace its model time; UNRECORDED, no span of the call's interval anywhere (LiteLLM's whole calls under the
+    # latest conventions: attributes written onto the agent's span): split incomplete
+    model_spans: str = "in trace"
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,8 @@ class CaseRun:
     trace: dict[str, Any]  # GET /api/v1/traces/{id}
     requests: list[Received]  # what the fake model received during the run, oldest first
     tool_calls: list[dict[str, Any]]  # the tool's own clock
+    # GET /api/v1/traces/{id} of each trace of the case's model calls stored apart from its agent's, by start
+    traces_apart: tuple[dict[str, Any], ...] = ()
 
     @property
     def analysis(self) -> dict[str, Any]:
@@ -86,6 +97,13 @@ class CaseRun:
                 outer.append(span)
             responses.add(response)
         return outer
+
+    def runs_apart(self) -> list[CaseRun]:
+        """Each model-call trace apart from the agent's as a run of its own: its trace and its request."""
+        assert len(self.traces_apart) == len(self.requests), (
+            f"{len(self.requests)} requests reached the model, {len(self.traces_apart)} traces apart stored"
+        )
+        return [CaseRun(self.stream, t, [r], []) for t, r in zip(self.traces_apart, self.requests, strict=True)]
 
     def describe(self) -> str:
         rows = [
@@ -118,7 +136,28 @@ def run_case(
     assert answer["trace_ids"], f"case {script} saw no trace id:\n{done.stderr}"
     assert len(set(answer["trace_ids"])) == 1, f"one run spread over several traces: {answer['trace_ids']}"
     requests = [r for r in llm.requests[before:] if r.at_ns >= answer["measured_from_ns"]]
-    return CaseRun(stream, analysed_trace(server, answer["trace_ids"][0]), requests, answer["tool_calls"])
+    trace = analysed_trace(server, answer["trace_ids"][0])
+    apart = traces_apart(server, trace, answer.get("model_trace_ids", []))
+    return CaseRun(stream, trace, requests, answer["tool_calls"], apart)
+
+
+def traces_apart(server: ServerProcess, trace: dict[str, Any], seen: list[str]) -> tuple[dict[str, Any], ...]:
+    """The traces of model calls stored apart from the agent's ``trace``, where the case saw its instrumentation
+    export some (``seen``): as the API lists them, the traces of the agent trace's service that started while it
+    ran, other than it, once the listing holds every trace seen; each analysed, by start."""
+    if not seen:
+        return ()
+    a = trace["analysis"]
+    start, end = a["start_ns"], a["start_ns"] + round(a["e2e_ms"] * 1e6)
+    window = {"start": f"{start / 1e9 - 1:.3f}", "end": f"{end / 1e9 + 1:.3f}", "limit": 1000}
+
+    def listed() -> list[str] | None:
+        rows = server.get("/api/v1/traces", service=a["service_name"], **window).json()["traces"]
+        rows = [r for r in rows if start <= r["start_ns"] <= end and r["trace_id"] != a["trace_id"]]
+        ids = [r["trace_id"] for r in sorted(rows, key=lambda r: r["start_ns"])]
+        return ids if set(seen) <= set(ids) else None
+
+    return tuple(analysed_trace(server, trace_id) for trace_id in wait_for(listed, timeout=60))
 
 
 def analysed_trace(server: ServerProcess, trace_id: str) -> dict[str, Any]:
@@ -153,7 +192,9 @@ def conforms(
     raise AssertionError("unreachable")
 
 
-def truth_of_model_time(run: CaseRun) -> list[tuple[dict[str, Any], Received, int]]:
+def truth_of_model_time(
+    run: CaseRun, tail_tolerance_ms: float = TAIL_TOLERANCE_MS
+) -> list[tuple[dict[str, Any], Received, int]]:
     """(model-call span, its request, its true duration in ns): from the span's start, when the
     client began the call, to the fake's last byte or the span's end (or its stream record's end),
     whichever is later: the client's parsing of the answer is part of the call, and a span that ends
@@ -172,7 +213,7 @@ def truth_of_model_time(run: CaseRun) -> list[tuple[dict[str, Any], Received, in
         ends = [max(end, stream) for end, stream in zip(ends, streams, strict=True)]
     for span, request, end in zip(calls, run.requests, ends, strict=True):
         tail_ms = (end - request.finished_ns[0]) / 1e6
-        assert tail_ms <= TAIL_TOLERANCE_MS, f"{span['name']} ends {tail_ms:.2f} ms after the model's last byte"
+        assert tail_ms <= tail_tolerance_ms, f"{span['name']} ends {tail_ms:.2f} ms after the model's last byte"
     return [
         (s, r, max(r.finished_ns[0], end) - s["start_ns"]) for s, r, end in zip(calls, run.requests, ends, strict=True)
     ]
@@ -180,19 +221,46 @@ def truth_of_model_time(run: CaseRun) -> list[tuple[dict[str, Any], Received, in
 
 def assert_conforms(run: CaseRun, expect: Expect) -> dict[str, float]:
     """Every check of the suite; returns the measured errors in ms (for the compatibility table)."""
-    errors: dict[str, float] = {}
-    calls = truth_of_model_time(run)
     assert_roles(run, expect)
+    if expect.model_spans == IN_TRACE:
+        errors, model_true_ns = assert_model_calls(run, expect)
+        return errors | assert_split(run, model_true_ns)
+    # the agent's trace: no model call, its tool time; each call's own trace: the call and its model time
+    assert not run.model_calls() and run.analysis["model_calls"] == 0, f"model calls here:\n{run.describe()}"
+    errors = assert_split(run, None)
+    assert bool(run.traces_apart) == (expect.model_spans == OWN_TRACES), f"{len(run.traces_apart)} traces apart"
+    for part in run.runs_apart() if run.traces_apart else ():
+        part_errors, model_true_ns = assert_model_calls(part, expect)
+        part_errors["modelMs"] = assert_split(part, model_true_ns)["modelMs"]
+        errors = worst(errors, part_errors)
+    return errors
+
+
+def assert_model_calls(run: CaseRun, expect: Expect) -> tuple[dict[str, float], int]:
+    """Each model call of the run against its request: model name, stream figures and tokens; the errors of
+    the worst call, and the calls' true time in ns."""
+    errors: dict[str, float] = {}
+    calls = truth_of_model_time(run, expect.tolerance_ms.get("modelTailMs", TAIL_TOLERANCE_MS))
     for span, request, true_ns in calls:
-        for name, error in assert_stream_figures(span, request, expect, stream_asked(request)).items():
-            errors[name] = max(errors.get(name, error), error, key=abs)  # the worst call's
+        assert span["derived"]["Model"] == model_asked(request), span["derived"]
+        call_errors = assert_stream_figures(span, request, expect, stream_asked(request))
         assert_tokens(span, request, expect)
         # how long the call's span ran past the model's last byte (the client's own work): part of model time
-        tail_ms = (span["start_ns"] + true_ns - request.finished_ns[0]) / 1e6
-        errors["modelTailMs"] = max(errors.get("modelTailMs", tail_ms), tail_ms)
+        call_errors["modelTailMs"] = (span["start_ns"] + true_ns - request.finished_ns[0]) / 1e6
+        errors = worst(errors, call_errors)
     assert run.analysis["model_calls"] == len(run.requests), f"model calls counted:\n{run.describe()}"
-    errors |= assert_split(run, sum(true for _, _, true in calls))
-    return errors
+    return errors, sum(true for _, _, true in calls)
+
+
+def worst(errors: dict[str, float], more: dict[str, float]) -> dict[str, float]:
+    """The worse of two calls' errors, by figure: the largest tail, the largest error either way."""
+    merged = dict(errors)
+    for name, error in more.items():
+        if name not in merged:
+            merged[name] = error
+        else:
+            merged[name] = max(merged[name], error) if name == "modelTailMs" else max(merged[name], error, key=abs)
+    return merged
 
 
 def model_asked(request: Received) -> str:
@@ -211,8 +279,6 @@ def stream_asked(request: Received) -> bool:
 
 
 def assert_roles(run: CaseRun, expect: Expect) -> None:
-    for span, request in zip(run.model_calls(), run.requests, strict=True):
-        assert span["derived"]["Model"] == model_asked(request), span["derived"]
     tools = outer_tool_spans(run)
     assert [s["derived"]["Tool"] for s in tools] == [c["name"] for c in run.tool_calls], run.describe()
     assert run.analysis["tool_calls"] == len(run.tool_calls), f"tool calls counted:\n{run.describe()}"
@@ -292,14 +358,21 @@ def span_end(span: dict[str, Any]) -> int:
     return span["start_ns"] + round(span["duration_ms"] * 1e6)
 
 
-def assert_split(run: CaseRun, model_true_ns: int) -> dict[str, float]:
-    """The stored split (ms at 1/1024 ms resolution) against the truth; the parts add up to E2E."""
+def assert_split(run: CaseRun, model_true_ns: int | None) -> dict[str, float]:
+    """The stored split (ms at 1/1024 ms resolution) against the truth; the parts add up to E2E. With no
+    ``model_true_ns`` (the model calls are in other traces) the trace's tool time, and its split marked
+    incomplete: no model nor orchestration time."""
     a = run.analysis
-    assert abs(a["model_ms"] + a["tool_ms"] + a["orchestration_ms"] - a["e2e_ms"]) < 0.01, a
-    model_ms = model_true_ns / 1e6
     tool_ms = sum(truth_of_tool_time(run)) / 1e6
-    truth = {"model": model_ms, "tool": tool_ms, "orchestration": a["e2e_ms"] - model_ms - tool_ms}
+    truth = {"tool": tool_ms}
+    if model_true_ns is not None:
+        assert abs(a["model_ms"] + a["tool_ms"] + a["orchestration_ms"] - a["e2e_ms"]) < 0.01, a
+        model_ms = model_true_ns / 1e6
+        truth = {"model": model_ms, **truth, "orchestration": a["e2e_ms"] - model_ms - tool_ms}
     errors = {part: a[f"{part}_ms"] - true for part, true in truth.items()}
     wrong = {part: f"{err:+.2f} ms" for part, err in errors.items() if abs(err) > SPLIT_TOLERANCE_MS}
     assert not wrong, f"split off by {wrong} (truth {truth}, e2e {a['e2e_ms']}):\n{run.describe()}"
+    if model_true_ns is None:
+        incomplete = {k: a.get(k) for k in ("split_complete", "model_ms", "orchestration_ms")}
+        assert incomplete == {"split_complete": False, "model_ms": None, "orchestration_ms": None}, incomplete
     return {f"{part}Ms": err for part, err in errors.items()}

@@ -24,6 +24,9 @@ from tests.conformance.case_kit import (
 RunTool = Callable[[str, dict[str, Any], str], str]  # (tool name, arguments, call id) -> result text
 # (span name, attributes) -> a context manager that opens the user's own span: an OpenTelemetry tracer's, Logfire's
 OpenSpan = Callable[[str, dict[str, Any]], AbstractContextManager[Any]]
+# (client, messages, stream) -> the answer's message: one Chat Completions call, the openai client's unless a case
+# makes it another way (LiteLLM's completion)
+Chat = Callable[[Any, list[dict[str, Any]], bool], dict[str, Any]]
 AGENT = "weather_agent"
 
 OPENAI_TOOLS = [
@@ -70,11 +73,11 @@ def openai_chat(client: Any, messages: list[dict[str, Any]], stream: bool) -> di
     return answer.message()
 
 
-def openai_agent(client: Any, stream: bool, run_tool: RunTool) -> str:
+def openai_agent(client: Any, stream: bool, run_tool: RunTool, chat: Chat = openai_chat) -> str:
     """The agent loop over Chat Completions; returns the final answer."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
     while True:
-        message = openai_chat(client, messages, stream)
+        message = chat(client, messages, stream)
         messages.append(message)
         if not message.get("tool_calls"):
             return message.get("content") or ""
@@ -133,13 +136,14 @@ def client_of(case: Case) -> Any:
     return openai.OpenAI(base_url=case.openai_base_url, api_key="fake", max_retries=0)
 
 
-def agent_loop(case: Case, client: Any, run_tool: RunTool) -> str:
-    """The agent loop over the case's provider."""
-    loop = anthropic_agent if case.provider == "anthropic" else openai_agent
-    return loop(client, case.stream, run_tool)
+def agent_loop(case: Case, client: Any, run_tool: RunTool, chat: Chat = openai_chat) -> str:
+    """The agent loop over the case's provider (``chat`` makes its Chat Completions calls)."""
+    if case.provider == "anthropic":
+        return anthropic_agent(client, case.stream, run_tool)
+    return openai_agent(client, case.stream, run_tool, chat)
 
 
-def genai_agent(case: Case, client: Any, open_span: OpenSpan) -> Callable[[], None]:
+def genai_agent(case: Case, client: Any, open_span: OpenSpan, chat: Chat = openai_chat) -> Callable[[], None]:
     """The agent loop in the user's own agent and tool spans under the GenAI conventions' names: what a
     user of an instrumentation that records model calls only writes (Logfire, OpenLLMetry without
     traceloop-sdk, OpenLIT)."""
@@ -152,6 +156,6 @@ def genai_agent(case: Case, client: Any, open_span: OpenSpan) -> Callable[[], No
     def agent() -> None:
         with open_span(f"invoke_agent {AGENT}", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT}):
             case.note_trace()
-            agent_loop(case, client, run_tool)
+            agent_loop(case, client, run_tool, chat)
 
     return agent
