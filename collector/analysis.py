@@ -35,15 +35,13 @@ Critical path
   finished streaming); a child from another service, or a server span, that outlives its parent is
   clock skew, and is clamped. Walk from the root over its window. For a span S walked over
   [lo, hi], with cursor = hi: each child stands for [its start, its reach], clamped to [lo, hi]
-  (clock skew between services), and those clamped to zero length are dropped. Repeatedly take
-  the child that ends last at or before the cursor (ties: the one that started first), walk it
-  over its clamped interval, and set cursor = its start. Children that end
-  after the cursor overlap a chosen one and are skipped: that is what parallel means. Time in
-  [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. One exception to
-  "skipped": a tool dispatched from a model call's stream (linked to it as under "Streamed tool-call
-  dispatch" below) that started while that call still streamed waited for the stream, not beside it.
-  When the walk chooses such a tool, the model call is chosen next, clamped to end at the cursor (the
-  tool's start), though it ends later. A chosen child that is
+  (clock skew between services), and those clamped to zero length are dropped. Repeatedly take,
+  among the children that started before the cursor, the one that ends last (ties: the one that
+  started first), walk it over its clamped interval cut at the cursor, and set cursor = its start. Children that start at or after the cursor ran beside a chosen
+  one and are skipped: that is what parallel means. One that overlapped the chosen one (it began
+  earlier and ended after the chosen one began: a tool dispatched while the model call's stream still
+  ran, a span ended late by a logging thread) is on the path until the chosen one began. Time in
+  [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. A chosen child that is
   transparent (its role is neither model nor tool, and it is no phase or server span) walks the
   siblings whose clamped interval lies inside its own as if they were its children: frameworks
   record a step and the work it waits for as siblings (LangChain's ``call_model`` encloses the
@@ -329,7 +327,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
         raise ValueError("analyse() needs the spans of one trace; got none")
     tree = _assemble(spans)
     links = _dispatch_links(tree) if any(s.tool_calls or s.args_ready_ns is not None for s in tree.spans) else {}
-    segments, split, windows = _walk(tree, {t: m for m, members in links.items() for t, _ in members})
+    segments, split, windows = _walk(tree)
     groups = _parallel_groups(tree, windows)
     root, ordered = tree.spans[tree.root], tree.spans
     model_sum, tool_sum = _model_sum(ordered, tree.is_call), _sum(ordered, tree.is_tool)
@@ -547,11 +545,9 @@ def _parents(spans: list[SpanRecord]) -> list[int]:
 # --- critical path ----------------------------------------------------------------------
 
 
-def _walk(
-    tree: _Tree, dispatched_from: dict[int, int]
-) -> tuple[list[PathSegment], dict[str, int], dict[int, tuple[int, int, int]]]:
+def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tuple[int, int, int]]]:
     """Segments in time order, their total per category and phase, and the walked window (lo, hi, depth) of each
-    span on the path. ``dispatched_from``: tool span -> the model span whose streamed tool call it ran."""
+    span on the path."""
     spans, children, reach = tree.spans, tree.children, tree.reach
     own: list[tuple[str, int, int, str, str]] = []  # (span id, lo, hi, category, phase) of each span's own time
     windows: dict[int, tuple[int, int, int]] = {}
@@ -566,21 +562,18 @@ def _walk(
         kids = children[node] + adopted if adopted else children[node]
         if kids:  # most spans are leaves
             keyed = _clamped_children(spans, reach, kids, lo, hi)
-            waits_on = -1  # the model call whose stream the last chosen tool was dispatched from
             for k, (neg_hi, c_lo, child) in enumerate(keyed):
                 c_hi = -neg_hi
                 if c_hi > cursor:
-                    if child != waits_on or c_lo >= cursor:
-                        continue
-                    c_hi = cursor  # still streaming when the tool started: the tool waited for it until then
+                    if c_lo >= cursor:
+                        continue  # it ran beside the chosen one: parallel
+                    c_hi = cursor  # it overlapped the chosen one: until that started, the path is it
                 if c_hi < cursor:
                     _own_time(own, span_id, c_hi, cursor, attribution)
                 c_attribution, transparent = _attribution(spans[child], attribution)
                 inside = _enclosed(keyed, k) if transparent else []
                 stack.append((child, c_lo, c_hi, depth + 1, c_attribution, inside))
                 cursor = c_lo
-                if dispatched_from:
-                    waits_on = dispatched_from.get(child, -1)
         if lo < cursor:
             _own_time(own, span_id, lo, cursor, attribution)
     own.sort(key=_SEGMENT_START)  # segments never overlap: no two start together

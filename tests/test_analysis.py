@@ -114,10 +114,11 @@ SPLIT_CASES = [
         id="child-entirely-outside-parent-is-not-on-path",
     ),
     pytest.param(
+        # a (10-60, its tool inside) overlaps m (50-90): until m began the path is a's tool
         [agent("r", "", 0, 100), agent("a", "r", 10, 60), model("m", "r", 50, 90), tool("t", "a", 10, 60)],
-        (100, 40, 0, 60),
-        ("r", "m"),
-        id="overlapping-sibling-that-ends-after-the-cursor-is-skipped",
+        (100, 40, 40, 20),
+        ("r", "a", "t", "m"),
+        id="overlapping-sibling-is-on-the-path-until-the-chosen-one-began",
     ),
     pytest.param(
         [
@@ -169,14 +170,27 @@ def test_split(spans: list[SpanRecord], expected: tuple[int, int, int, int], pat
     assert a.critical_path == path
 
 
-def test_overlap_case_walks_earlier_piece_of_the_skipped_sibling() -> None:
-    # a (10-60) overlaps m (50-90): m is chosen, a ends after the cursor (50) and is skipped whole.
+def test_overlap_case_walks_earlier_piece_of_the_overlapping_sibling() -> None:
+    # a (10-60) overlaps m (50-90): m is chosen, then a cut at the cursor (50), its tool with it.
     a = analyse([agent("r", "", 0, 100), agent("a", "r", 10, 60), model("m", "r", 50, 90), tool("t", "a", 10, 60)])
     assert [(s.span_id, s.start_ns // MS, s.end_ns // MS, s.category) for s in a.segments] == [
-        ("r", 0, 50, "orchestration"),
+        ("r", 0, 10, "orchestration"),
+        ("t", 10, 50, "tool"),
         ("m", 50, 90, "model"),
         ("r", 90, 100, "orchestration"),
     ]
+
+
+def test_a_call_whose_span_ended_just_after_the_tool_began_is_model_time() -> None:
+    """LiteLLM's logging thread ends a streamed call's span ~10 ms after its stream, 0.45 ms after the agent began
+    the tool the call asked for: the call was the path until the tool began, not a sibling beside it."""
+    spans = [
+        agent("r", "", 0, 1000),
+        model("m1", "r", 0, 450.45),
+        tool("t", "r", 450, 650),
+        model("m2", "r", 650, 1000),
+    ]
+    assert split_ms(analyse(spans)) == (1000, 800, 200, 0)
 
 
 def test_two_parallel_tools_plain_sums_and_parallelism() -> None:

@@ -174,7 +174,6 @@ def reference(records: list[SpanRecord]) -> Reference:
     owner: dict[int, str] = {}
     walked: dict[str, int] = {}
     walked_end: dict[str, int] = {}
-    dispatched_from = {tool: model for tool, (model, _) in dispatch_links(nodes).items()}
 
     def walk(span_id: str, w_lo: int, w_hi: int, adopted: list[str]) -> None:
         walked[span_id], walked_end[span_id] = w_lo, w_hi
@@ -183,21 +182,17 @@ def reference(records: list[SpanRecord]) -> Reference:
             k_lo, k_hi = max(nodes[kid].start, w_lo), min(reach(kid), w_hi)
             if k_hi > k_lo:
                 clamped.append((k_lo, k_hi, kid))
-        tick = w_hi
+        tick, chosen = w_hi, set()
         while tick > w_lo:
-            ending_here = [c for c in clamped if c[1] == tick]
-            if ending_here:
-                k_lo, k_hi, kid = min(ending_here, key=lambda c: order_key(nodes[c[2]]))
+            # a kid that began before the tick and reaches it (one that overlapped a chosen kid is cut there)
+            reaching = [c for c in clamped if c[0] < tick <= c[1] and c[2] not in chosen]
+            if reaching:
+                k_lo, k_hi, kid = min(reaching, key=lambda c: (-c[1], c[0], order_key(nodes[c[2]])))
+                chosen.add(kid)
                 # A kid with no category of its own walks the siblings that lie inside it as its kids.
                 inside = [c[2] for c in clamped if c[2] != kid and k_lo <= c[0] and c[1] <= k_hi]
-                walk(kid, k_lo, k_hi, inside if not _is_call(nodes[kid]) else [])
+                walk(kid, k_lo, tick, inside if not _is_call(nodes[kid]) else [])
                 tick = k_lo
-                # A tool that started while the model call it was dispatched from streamed waited for it.
-                source = [c for c in clamped if c[2] == dispatched_from.get(kid) and c[0] < tick < c[1]]
-                if source:
-                    m_lo, _, m_id = source[0]
-                    walk(m_id, m_lo, tick, [])
-                    tick = m_lo
             else:
                 owner[tick - 1] = span_id
                 tick -= 1
@@ -319,7 +314,8 @@ def test_critical_path_is_a_chain_from_the_root_in_start_order(spans: list[SpanR
 
 
 def test_reference_agrees_with_a_hand_computed_trace() -> None:
-    """The reference itself, on the docstring's overlap rule: a sibling ending after the cursor is skipped."""
+    """The reference itself, on the docstring's overlap rule: a sibling ending after the cursor is the path until the
+    chosen one began (a's tool, 10-50)."""
     spans = [
         SpanRecord("r", "", "r", "svc", 0, 100 * MS, "agent"),
         SpanRecord("a", "r", "a", "svc", 10 * MS, 60 * MS, "agent"),
@@ -327,8 +323,8 @@ def test_reference_agrees_with_a_hand_computed_trace() -> None:
         SpanRecord("t", "a", "t", "svc", 10 * MS, 60 * MS, "tool"),
     ]
     ref = reference(spans)
-    assert (ref.total("model"), ref.total("tool"), ref.total("orchestration")) == (40 * MS, 0, 60 * MS)
-    assert set(ref.walked) == {"r", "m"}
+    assert (ref.total("model"), ref.total("tool"), ref.total("orchestration")) == (40 * MS, 40 * MS, 20 * MS)
+    assert set(ref.walked) == {"r", "m", "a", "t"}
 
 
 # --- hand-built cases missing from test_analysis.py -----------------------------------------
@@ -376,16 +372,15 @@ STREAMED_AND_NESTED = [
     ),
     pytest.param(
         # The streamed tool call (30-70) outlasts the stream (10-50) and the next model call waits for it:
-        # the tool is critical and the stream, ending after the cursor (30), is skipped whole, so its
-        # first 20 ms (10-30) count as the agent's own time.
+        # the tool is critical and the stream, overlapping it, is the path until the tool began (10-30).
         [
             _span("r", "", 0, 100, "agent"),
             _span("m1", "r", 10, 50, "model"),
             _span("t1", "r", 30, 70, "tool"),
             _span("m2", "r", 70, 95, "model"),
         ],
-        (100, 25, 40, 35),
-        ("r", "t1", "m2"),
+        (100, 45, 40, 15),
+        ("r", "m1", "t1", "m2"),
         id="streamed-tool-call-outlasting-the-stream",
     ),
     pytest.param(

@@ -163,7 +163,7 @@ def test_concurrent_streams_each_time_their_own_call() -> None:
     ]
     a = analyse(spans)
     assert a.model_sum_ns == (60 + 78) * MS
-    assert _ms(a) == (100, 78, 0, 22)  # b, stretched to 2-80, hides a (0-60): parallel
+    assert _ms(a) == (100, 80, 0, 20)  # b, stretched to 2-80, overlaps a (0-60): a is the path until b began
 
 
 def test_record_inside_its_call_stretches_it() -> None:
