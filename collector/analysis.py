@@ -37,8 +37,9 @@ Critical path
   [lo, hi], with cursor = hi: each child stands for [its start, its reach], clamped to [lo, hi]
   (clock skew between services), and those clamped to zero length are dropped. Repeatedly take,
   among the children that started before the cursor, the one that ends last (ties: the one that
-  started first), walk it over its clamped interval cut at the cursor, and set cursor = its start. Children that start at or after the cursor ran beside a chosen
-  one and are skipped: that is what parallel means. One that overlapped the chosen one (it began
+  started first), walk it over its clamped interval cut at the cursor, and set cursor = its start.
+  Children that start at or after the cursor ran beside a chosen one and are skipped: that is what
+  parallel means. One that overlapped the chosen one (it began
   earlier and ended after the chosen one began: a tool dispatched while the model call's stream still
   ran, a span ended late by a logging thread) is on the path until the chosen one began. Time in
   [lo, hi] not covered by a chosen child is S's own time: one ``PathSegment``. A chosen child that is
