@@ -62,10 +62,12 @@ Attribution
   never model time for being inside a model span.
 
 Plain sums and counts
-  A client model call has role model, is not a server span and is not a phase span, and its parent
-  is not one: a call directly inside another is the same client call wrapped by two
-  instrumentations (OpenInference's span around the anthropic SDK's own) and counts once, as the
-  outer one (a call made inside a phase span of another, a guard model during decode, counts).
+  A client model call has role model, is not a server span and is not a phase span, and no client
+  model call holds it, directly or through spans of no category (neither model, tool, phase nor
+  server): a call inside another is the same client call wrapped by two instrumentations
+  (OpenInference's span around the anthropic SDK's own, a framework's step between them) and counts
+  once, as the outer one (a call made inside a phase span of another, a guard model during decode,
+  or inside a tool inside it, counts).
   Two client model calls with the same response id (``gen_ai.response.id``) are one call seen by
   two instrumentations that do not nest (OpenLLMetry's anthropic span, which it never makes
   current, beside the anthropic SDK's own): the one that starts first counts (ties: the longer).
@@ -390,7 +392,7 @@ def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
     partial = not roots
     lo = min(s.start_ns for s in ordered) if partial else ordered[root].start_ns
     hi = max(s.end_ns for s in ordered) if partial else ordered[root].end_ns
-    is_call = _client_calls(ordered, parent)
+    is_call = _client_calls(ordered, parent, order)
     reach = [s.end_ns for s in ordered]
     for i in reversed(order):  # children before parents
         p = parent[i]
@@ -473,10 +475,19 @@ def _same_clock(child: SpanRecord, parent: SpanRecord) -> bool:
     return child.service == parent.service and not child.is_server_span
 
 
-def _client_calls(ordered: list[SpanRecord], parent: list[int]) -> list[bool]:
-    """Per span: a client model call that counts (module docstring, Plain sums and counts)."""
+def _client_calls(ordered: list[SpanRecord], parent: list[int], order: list[int]) -> list[bool]:
+    """Per span: a client model call that counts (module docstring, Plain sums and counts): not one inside a
+    client call with only spans of no category between (the same request seen again)."""
     client = [_is_client_call(s) for s in ordered]
     is_call = [c and (p == -1 or not client[p]) for c, p in zip(client, parent, strict=True)]
+    if sum(client) > 1:  # a call below a wrapper of its own (a framework's step inside the outer call)
+        within = [False] * len(ordered)  # inside a client call through spans of no category only
+        for i in order:  # parents first
+            p = parent[i]
+            if p != -1:
+                within[i] = client[p] or (within[p] and _no_category(ordered[p]))
+            if client[i] and within[i]:
+                is_call[i] = False
     if not any(s.response_id for s in ordered):  # most traces
         return is_call
     responses: set[str] = set()
@@ -510,6 +521,10 @@ def _same_tool_call(outer: SpanRecord, inner: SpanRecord) -> bool:
     if not outer.tool or outer.tool != inner.tool:
         return False
     return not (outer.tool_call_id and inner.tool_call_id and outer.tool_call_id != inner.tool_call_id)
+
+
+def _no_category(span: SpanRecord) -> bool:
+    return span.role not in (MODEL, TOOL) and not span.is_server_span and not span.phase
 
 
 def _is_client_call(span: SpanRecord) -> bool:

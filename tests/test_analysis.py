@@ -244,6 +244,21 @@ def test_call_directly_inside_a_call_is_the_same_call_counted_once() -> None:
     assert (a.first_ttft_ms, a.cache_hit_ratio) == (None, 0.8)
 
 
+def test_a_call_inside_a_call_through_a_step_is_the_same_call_and_one_through_a_tool_is_another() -> None:
+    spans = [
+        agent("r", "", 0, 900),
+        model("framework", "r", 0, 400),  # a framework's model call ...
+        span("step", "framework", 1, 399),  # ... a step of its own ...
+        model("client", "step", 2, 398),  # ... and the client library's span of the same request
+        model("planner", "r", 400, 900),
+        tool("judge", "planner", 500, 800, tool="judge"),
+        model("judge-call", "judge", 510, 790),  # an agent used as a tool asks a model: a call of its own
+    ]
+    a = analyse(spans)
+    assert (a.model_calls, a.tool_calls) == (3, 1)
+    assert a.model_sum_ns == (400 + 500 + 280) * MS
+
+
 def test_calls_with_one_response_id_are_one_call() -> None:
     # OpenLLMetry's anthropic span (never made current) beside the anthropic SDK's own span of one request
     first = model("ollm", "r", 10, 460, response_id="msg_1", input_tokens=1000)

@@ -286,6 +286,29 @@ def reference_tool_calls(ref: Reference) -> int:
     return sum(n.role == "tool" and not seen_again(ref.nodes, n) for n in ref.nodes.values())
 
 
+def reference_model_calls(ref: Reference) -> int:
+    """Client model calls that no client model call holds through spans of no category only."""
+
+    def client(n: Node) -> bool:
+        return n.role == "model" and not n.server and not n.phase
+
+    def held(n: Node) -> bool:
+        above = n.parent
+        while above is not None and not _is_call(nodes[above]):
+            above = nodes[above].parent
+        return above is not None and client(nodes[above])
+
+    nodes = ref.nodes
+    return sum(client(n) and not held(n) for n in nodes.values())
+
+
+@PROPERTY_SETTINGS
+@given(traces())
+def test_model_calls_count_a_call_seen_again_inside_itself_once(spans: list[SpanRecord]) -> None:
+    a, ref = analyse(spans), reference(spans)
+    assert a.model_calls == reference_model_calls(ref)
+
+
 @PROPERTY_SETTINGS
 @given(traces())
 def test_tool_calls_count_a_call_seen_again_inside_itself_once(spans: list[SpanRecord]) -> None:
