@@ -10,6 +10,7 @@ parts add up to E2E exactly."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -198,12 +199,14 @@ def truth_of_model_time(
     """(model-call span, its request, its true duration in ns): from the span's start, when the
     client began the call, to the fake's last byte or the span's end (or its stream record's end),
     whichever is later: the client's parsing of the answer is part of the call, and a span that ends
-    when a stream starts is not the whole call."""
+    when a stream starts is not the whole call. A span that states its stream's end (TTFT + decode)
+    before its own end ends there: what it holds after its stream is not the call's (the analysis'
+    rule), and the fake's last byte still bounds the truth from below."""
     calls = run.model_calls()
     assert len(calls) == len(run.requests), (
         f"{len(run.requests)} requests reached the model, {len(calls)} model-call spans stored:\n{run.describe()}"
     )
-    ends = [s["start_ns"] + round(s["duration_ms"] * 1e6) for s in calls]
+    ends = [min(span_end(s), stated_stream_end(s)) for s in calls]
     # a stream timed by a record of its own (role stream, one per streamed call: Logfire) ends with it
     streams = sorted(
         s["start_ns"] + round(s["duration_ms"] * 1e6) for s in run.spans if s["derived"]["Role"] == "stream"
@@ -356,6 +359,12 @@ def outer_tool_spans(run: CaseRun) -> list[dict[str, Any]]:
 
 def span_end(span: dict[str, Any]) -> int:
     return span["start_ns"] + round(span["duration_ms"] * 1e6)
+
+
+def stated_stream_end(span: dict[str, Any]) -> int | float:
+    """When the span says its stream ended (start + TtftMs + DecodeMs), else infinity."""
+    ttft, decode = span["derived"]["TtftMs"], span["derived"]["DecodeMs"]
+    return math.inf if ttft is None or decode is None else span["start_ns"] + round((ttft + decode) * 1e6)
 
 
 def assert_split(run: CaseRun, model_true_ns: int | None) -> dict[str, float]:
