@@ -365,6 +365,7 @@ def generate(rng: np.random.Generator, n_traces: int, first_s: int, last_s: int)
         "DispatchDelaysMs": pa.ListArray.from_arrays(pa.array(np.zeros(T + 1, np.int32)), pa.array([], pa.float64())),
         "DispatchStreamedCalls": np.zeros(T, np.uint32),
         "SplitComplete": np.ones(T, np.uint8),
+        "SeenAgainSpanIds": pa.ListArray.from_arrays(pa.array(np.zeros(T + 1, np.int32)), pa.array([], pa.string())),
         "CriticalPath": pa.ListArray.from_arrays(
             pa.array(np.arange(0, T * (K - 1) + 1, K - 1, dtype=np.int32)), child_spans
         ),

@@ -75,6 +75,10 @@ Plain sums and counts
   call: the nearest tool ancestor, with no model span between, has the same tool name and no other call id
   (an MCP server's ``tools/call`` span inside the client's, that inside the user's ``execute_tool``): that is
   the outer call seen again and counts once, as the outer one (a sub-tool of another name counts).
+  seen_again lists the spans that per-span figures (the store's call percentiles, token sums, error counts)
+  leave out so that each call counts once there too: every tool span seen again, and of each model request's
+  spans all but one, the one stating the most of TTFT, decode and the token counts (ties: the outer one,
+  then the first to start), since a wrapper often records the call's timing and the inner span its usage.
   model_sum_ns / tool_sum_ns are plain sums of client model call / tool call durations (nested calls count in
   both; a model call to its stream's end where it states an earlier one). split_complete is False for a trace
   with an agent span and no model span: an agent asks a model, so its calls were exported as traces of their own
@@ -280,6 +284,8 @@ class TraceAnalysis:
     dispatched: tuple[DispatchedCall, ...]
     dispatch_groups: tuple[DispatchGroup, ...]
     dispatch_saving_ns: int
+    # spans that are a counted call seen again, as (span id, start ns): the span rollups leave them out
+    seen_again: tuple[tuple[str, int], ...]
 
 
 _T = TypeVar("_T")
@@ -364,6 +370,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
         first_ttft_ms=next((s.ttft_ms for s in compress(ordered, tree.is_call) if s.ttft_ms is not None), None),
         parallelisable=tuple(groups),
         parallel_saving_ns=sum(g.saving_ns for g in groups),
+        seen_again=_seen_again(tree),
         **_dispatch(tree, windows, links),
         **_prefetch(ordered),
         **_server_join(tree),
@@ -514,6 +521,42 @@ def _tool_calls(ordered: list[SpanRecord], parent: list[int], order: list[int]) 
         if is_tool[i] and outer[i] != -1 and _same_tool_call(ordered[outer[i]], ordered[i]):
             counted[i] = False
     return counted
+
+
+def _seen_again(tree: _Tree) -> tuple[tuple[str, int], ...]:
+    """The spans that span-level figures leave out (module docstring, Plain sums and counts): a tool span that is
+    an outer call seen again, and of one model request's spans all but the one stating the most figures."""
+    spans = tree.spans
+    again = [i for i, s in enumerate(spans) if (s.role == TOOL and not tree.is_tool[i])]
+    seen = [i for i, s in enumerate(spans) if _is_client_call(s) and not tree.is_call[i]]
+    if seen:
+        members: dict[int, list[int]] = {}  # a counted call -> its spans, itself first
+        for i in seen:
+            members.setdefault(_call_seen_again(tree, i), []).append(i)
+        for call, views in members.items():
+            group = [call, *views]
+            kept = max(group, key=lambda i: (_figures_stated(spans[i]), -group.index(i)))
+            again.extend(i for i in group if i != kept)
+    return tuple((spans[i].span_id, spans[i].start_ns) for i in sorted(again))
+
+
+def _call_seen_again(tree: _Tree, i: int) -> int:
+    """The counted client call that client span ``i`` (not counted) is a view of: the call holding it through
+    spans of no category, else the one with its response id."""
+    spans, p = tree.spans, tree.parent[i]
+    while p != -1 and not _is_client_call(spans[p]) and _no_category(spans[p]):
+        p = tree.parent[p]
+    if p != -1 and _is_client_call(spans[p]):
+        return p if tree.is_call[p] else _call_seen_again(tree, p)
+    response = spans[i].response_id
+    return next(j for j, s in enumerate(spans) if tree.is_call[j] and s.response_id == response)
+
+
+_STATED = ("ttft_ms", "decode_ms", "input_tokens", "output_tokens", "cache_read_tokens")
+
+
+def _figures_stated(span: SpanRecord) -> int:
+    return sum(getattr(span, f) is not None for f in _STATED)
 
 
 def _same_tool_call(outer: SpanRecord, inner: SpanRecord) -> bool:

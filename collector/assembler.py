@@ -252,7 +252,7 @@ class TraceAssembler:
         self.analysed += len(results)
         self.analysed_at = time.time()
         if self.on_analysed is not None:
-            self.on_analysed(sorted({a.start_ns // 60_000_000_000 * 60 for _, a in results}))
+            self.on_analysed(_minutes_to_roll_up([a for _, a in results]))
         return len(results)
 
     def _spans_of(self, project: str, traces: dict[str, list[_Held]]) -> dict[str, list[SpanRecord]]:
@@ -446,11 +446,19 @@ def trace_rows(project: str, results: list[tuple[str, TraceAnalysis]], analysed_
         "DispatchDelaysMs": [[_ms(c.delay_ns) for c in a.dispatched] for a in analyses],
         "DispatchStreamedCalls": [sum(c.while_streaming for c in a.dispatched) for a in analyses],
         "SplitComplete": [int(a.split_complete) for a in analyses],
+        "SeenAgainSpanIds": [[span_id for span_id, _ in a.seen_again] for a in analyses],
         "CriticalPath": [list(a.critical_path) for a in analyses],
         "Details": [orjson.dumps(_details(a)) for a in analyses],  # UTF-8 bytes: Arrow takes them as strings
         "AnalysedAt": [analysed_at_us] * len(analyses),
     }
     return pa.table([pa.array(columns[f.name], f.type) for f in TRACE_ROW_SCHEMA], schema=TRACE_ROW_SCHEMA)
+
+
+def _minutes_to_roll_up(analyses: list[TraceAnalysis]) -> list[int]:
+    """The minutes (unix seconds) whose rollups the analyses change: each trace's start, and the minutes of
+    the spans it found seen again, which the span rollups now leave out."""
+    starts = [a.start_ns for a in analyses] + [start for a in analyses for _, start in a.seen_again]
+    return sorted({start // 60_000_000_000 * 60 for start in starts})
 
 
 # Columns of the traces table taken as the analysis gives them, and those it gives in ns.

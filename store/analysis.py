@@ -166,6 +166,7 @@ TRACE_ROW_SCHEMA = pa.schema(
         ("DispatchDelaysMs", pa.list_(pa.float64())),
         ("DispatchStreamedCalls", pa.uint32()),
         ("SplitComplete", pa.uint8()),
+        ("SeenAgainSpanIds", pa.list_(pa.string())),
         ("CriticalPath", pa.list_(pa.string())),
         ("Details", pa.string()),
         ("AnalysedAt", pa.timestamp("us", tz="UTC")),

@@ -196,6 +196,12 @@ TRACE_SPLIT_COLUMN = (
     "ALTER TABLE agentlat_traces ADD COLUMN IF NOT EXISTS SplitComplete UInt8 DEFAULT 1 AFTER DispatchStreamedCalls"
 )
 
+# The spans of a trace that are a counted call seen again (issue 38): the span rollups and span queries leave
+# them out (rollup_sql.CLIENT_MODEL, TOOL_CALL), and read the column, so migrations 7, 8 and 11 add it first too.
+TRACE_SEEN_AGAIN_COLUMN = (
+    "ALTER TABLE agentlat_traces ADD COLUMN IF NOT EXISTS SeenAgainSpanIds Array(String) AFTER SplitComplete"
+)
+
 # The values of a rollup row of at most rollup_sql.EXACT_MAX of them, which then has an empty Digest
 # (migration 11). Tables created before it lack the column, and the rollup SQL that migrations 5, 7, 8 and
 # 10 run (generated from rollup_sql, as it is now) reads and writes it: each of them first adds it, if
@@ -254,6 +260,7 @@ ROLLUP_COUNTERS_BACKFILL = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
     TRACE_DISPATCH_COLUMNS,
     TRACE_SPLIT_COLUMN,
+    TRACE_SEEN_AGAIN_COLUMN,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
 )
@@ -283,6 +290,7 @@ ADVICE_ROLLUPS = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
     TRACE_DISPATCH_COLUMNS,
     TRACE_SPLIT_COLUMN,
+    TRACE_SEEN_AGAIN_COLUMN,
     PREFIX_DDL,
     prefixes_from_raw("1", _NOW_VERSION),
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
@@ -465,6 +473,7 @@ ROLLUP_EXACT = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h", "agentlat_rollup_1d"),
     TRACE_DISPATCH_COLUMNS,
     TRACE_SPLIT_COLUMN,
+    TRACE_SEEN_AGAIN_COLUMN,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
     days_from_hours("1"),
@@ -635,6 +644,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(17, "trace time index: span rows per trace", TRACE_SPAN_COUNT),
     Migration(18, "spans: a call or conversation id equal to its attribute stored once", (ATTRIBUTE_COPIES_DDL,)),
     Migration(19, "analysis rows: whether the trace held its model calls", (TRACE_SPLIT_COLUMN,)),
+    Migration(20, "analysis rows: the spans that are a call seen again", (TRACE_SEEN_AGAIN_COLUMN,)),
 )
 
 LEDGER_DDL = """

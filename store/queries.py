@@ -18,6 +18,7 @@ from agentlat.store.rollup_sql import (
     FINAL_SETTINGS,
     MERGED_DIGEST,
     MERGED_QUANTILES,
+    TOOL_CALL,
     TRACE_WINDOW_SETTINGS,
 )
 from agentlat.store.schema import derived_sql
@@ -48,7 +49,7 @@ METRICS: dict[str, Metric] = {
     "itl": Metric("ItlMeanMs", CLIENT_MODEL, "mean inter-token latency of a model call"),
     "decode": Metric("DecodeMs", CLIENT_MODEL, "first to last chunk of a model call"),
     "model": Metric("Duration / 1e6", CLIENT_MODEL, "duration of a model call"),
-    "tool": Metric("Duration / 1e6", "Role = 'tool'", "duration of a tool call"),
+    "tool": Metric("Duration / 1e6", TOOL_CALL, "duration of a tool call"),
     "agent": Metric("Duration / 1e6", "Role = 'agent'", "duration of an agent run"),
     "queue": Metric("QueueMs", "Role = 'model'", "server-side queueing of a model call"),
     "prefill": Metric("PrefillMs", "Role = 'model'", "prefill time of a model call"),
@@ -170,8 +171,8 @@ def traces_sql(where: SpanFilter, sort: str, limit: int) -> tuple[str, Params]:
             anyIf(Route, Route != '') AS route,
             anyIf(Agent, Agent != '') AS agent,
             count() AS span_count,
-            countIf(Role = 'model') AS model_calls,
-            countIf(Role = 'tool') AS tool_calls,
+            countIf({CLIENT_MODEL}) AS model_calls,
+            countIf({TOOL_CALL}) AS tool_calls,
             countIf(StatusCode = 'Error') AS errors
         FROM otel_traces FINAL
         WHERE {where.window_clause()} AND TraceId IN ({_trace_candidates(where, sort)})
@@ -429,7 +430,7 @@ DIMENSION_UNITS: dict[str, str] = {
     "route": "ParentSpanId = ''",  # requests: root spans
     "agent": "Role = 'agent'",  # agent runs
     "model": CLIENT_MODEL,  # client model calls
-    "tool": "Role = 'tool'",  # tool calls
+    "tool": TOOL_CALL,  # tool calls
 }
 DIMENSION_METRICS: dict[str, tuple[str, ...]] = {
     "route": ("e2e", "ttft", "itl", "model", "tool"),

@@ -50,7 +50,15 @@ FINAL_SETTINGS = "SETTINGS do_not_merge_across_partitions_select_final = 1, opti
 # changed, leaves its older row counted where it was until a merge drops it.
 TRACE_WINDOW_SETTINGS = "SETTINGS optimize_move_to_prewhere_if_final = 1, use_skip_indexes_if_final_exact_mode = 0"
 
-CLIENT_MODEL = "Role = 'model' AND IsServerSpan = 0"
+# A span that its trace's analysis found to be a counted call seen again (an inner view of one model request, an
+# MCP server's span of the client's tool call): per-span figures leave it out, so each call counts once.
+# Co-sharded with the spans by trace id in cluster mode, so the set is each shard's own.
+SEEN_AGAIN = (
+    "(ProjectId, TraceId, SpanId) IN (SELECT ProjectId, TraceId, arrayJoin(SeenAgainSpanIds)"
+    " FROM agentlat_traces WHERE notEmpty(SeenAgainSpanIds))"
+)
+CLIENT_MODEL = f"Role = 'model' AND IsServerSpan = 0 AND NOT {SEEN_AGAIN}"
+TOOL_CALL = f"Role = 'tool' AND NOT {SEEN_AGAIN}"
 _SERVER_MODEL = "Role = 'model' AND IsServerSpan = 1"
 LONG_OUTPUT_TOKENS = 400  # an output long enough for speculative decoding to pay off
 LONG_PLAIN = f"OutputTokens >= {LONG_OUTPUT_TOKENS} AND SpecProposedTokens IS NULL"
@@ -62,7 +70,7 @@ SPAN_ROLLUP_METRICS = {
     "itl": f"if({CLIENT_MODEL}, ItlMeanMs, NULL)",
     "decode": f"if({CLIENT_MODEL}, DecodeMs, NULL)",
     "model": f"if({CLIENT_MODEL}, Duration / 1e6, NULL)",
-    "tool": "if(Role = 'tool', Duration / 1e6, NULL)",
+    "tool": f"if({TOOL_CALL}, Duration / 1e6, NULL)",
     "agent": "if(Role = 'agent', Duration / 1e6, NULL)",
 }
 # A trace whose model calls are in other traces (SplitComplete = 0) counts in E2E and not in the split.
@@ -88,7 +96,7 @@ COUNTER_METRICS = {
     "n_error_root": "if(ParentSpanId = '' AND StatusCode = 'Error', 0, NULL)",
     "n_error_agent": "if(Role = 'agent' AND StatusCode = 'Error', 0, NULL)",
     "n_error_model": f"if({CLIENT_MODEL} AND StatusCode = 'Error', 0, NULL)",
-    "n_error_tool": "if(Role = 'tool' AND StatusCode = 'Error', 0, NULL)",
+    "n_error_tool": f"if({TOOL_CALL} AND StatusCode = 'Error', 0, NULL)",
     **{
         f"tokens_{name}{suffix}": _tokens(value, base, calls)
         for suffix, calls in (("", CLIENT_MODEL), ("_server", _SERVER_MODEL))

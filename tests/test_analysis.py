@@ -268,6 +268,18 @@ def test_calls_with_one_response_id_are_one_call() -> None:
     assert (a.model_calls, a.model_sum_ns, a.model_ns) == (2, 470 * MS, 470 * MS)
 
 
+def test_of_one_requests_spans_the_one_stating_most_stays_in_span_figures() -> None:
+    # a framework's wrapper with the timing, the client's own span inside it with the usage, a step between
+    wrapper = model("wrap", "r", 10, 460, ttft_ms=300.0, decode_ms=140.0)
+    step = span("step", "wrap", 11, 459)
+    inner = model("inner", "step", 12, 458, ttft_ms=298.0, decode_ms=139.0, input_tokens=50, output_tokens=7)
+    again = model("sdk", "r", 470, 490, response_id="msg_2")  # one response seen twice, beside each other
+    first = model("m2", "r", 469, 491, response_id="msg_2")
+    a = analyse([agent("r", "", 0, 500), wrapper, step, inner, again, first])
+    assert a.model_calls == 2
+    assert a.seen_again == (("wrap", 10 * MS), ("sdk", 470 * MS))
+
+
 # The user's execute_tool span around the mcp SDK's client span, the MCP server's span (another service) inside
 # it: one call. A sub-tool of another name inside a tool is a call of its own; so is the same tool under another
 # call id, and a tool of the same name made by a model call inside the tool (an agent used as a tool).
@@ -312,6 +324,7 @@ def test_a_tool_seen_again_inside_itself_counts_once(spans: list[SpanRecord], ex
     """(tool calls, their plain sum, tool time on the critical path) in ms."""
     a = analyse([agent("r", "", 0, 500), *spans])
     assert (a.tool_calls, a.tool_sum_ns // MS, a.tool_ns // MS) == expected
+    assert len(a.seen_again) == sum(s.role == "tool" for s in spans) - a.tool_calls  # the inner views
 
 
 # Model spans whose stated stream (TTFT, decode) ends before or after the span does.

@@ -317,6 +317,19 @@ def test_tool_calls_count_a_call_seen_again_inside_itself_once(spans: list[SpanR
 
 
 @PROPERTY_SETTINGS
+@given(traces())
+def test_spans_left_out_of_span_figures_leave_one_per_call(spans: list[SpanRecord]) -> None:
+    """Per-span figures keep one span per model request and per tool call: what seen_again leaves counts them."""
+    a, ref = analyse(spans), reference(spans)
+    left_out = {span_id for span_id, _ in a.seen_again}
+    nodes = ref.nodes.values()
+    client = [n for n in nodes if n.role == "model" and not n.server and not n.phase]
+    assert sum(n.record.span_id not in left_out for n in client) == reference_model_calls(ref)
+    assert sum(n.role == "tool" and n.record.span_id not in left_out for n in nodes) == reference_tool_calls(ref)
+    assert left_out <= {n.record.span_id for n in client} | {n.record.span_id for n in nodes if n.role == "tool"}
+
+
+@PROPERTY_SETTINGS
 @given(st.data())
 def test_input_order_does_not_change_the_result(data: st.DataObject) -> None:
     spans = data.draw(traces())

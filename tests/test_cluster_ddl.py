@@ -140,6 +140,10 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
     traces = ["`agentlat`.agentlat_traces", "`agentlat`.agentlat_traces"]
     minutes = ["`agentlat`.otel_traces", "arrayFilter", *traces, "arrayFilter", "`agentlat`.agentlat_rollup_1m"]
     hours = ["`agentlat`.agentlat_rollup_1m"]
+    # each per-span metric leaves out the spans an analysis found seen again: a co-sharded subquery
+    seen_again = "(SELECT ProjectId, TraceId, arrayJoin(SeenAgainSpanIds) FROM `agentlat`.agentlat_traces WHERE"
+    assert all(seen_again in s for s in backfills if "otel_traces FINAL" in s)
+    backfills = [re.sub(re.escape(seen_again) + r"[^)]*\)", "", s) for s in backfills]
     assert [re.findall(r"(?:FROM|JOIN) ([`\w.]+)", s) for s in backfills] == [
         hours,
         minutes,

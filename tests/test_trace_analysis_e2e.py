@@ -202,6 +202,43 @@ def test_an_agent_run_whose_model_calls_went_elsewhere_has_no_model_time(fast: S
     assert [(band["traces"], band["model"]) for band in row["at"].values()] == [(1, 600.0)] * 3
 
 
+def inside(outer: SpanSpec, **changes: object) -> SpanSpec:
+    """Another view of ``outer``'s call: its child, a millisecond inside it at either end."""
+    return replace(outer, span_id=new_span_id(), parent_span_id=outer.span_id, start_ns=outer.start_ns + MS,
+                   duration_ns=outer.duration_ns - 2 * MS, **changes)  # fmt: skip
+
+
+def test_a_call_seen_by_two_spans_counts_once_in_span_figures(fast: ServerProcess) -> None:
+    """A framework's wrapper around the client's own span of one request, and an MCP server's span inside the
+    client's tool span: per-span percentiles, counts and rollups see one call each, the one stating most."""
+    base = (time.time_ns() // (60_000 * MS) - 3) * 60_000 * MS
+    spans = agent_trace(base, "/twice", service="twice-svc")
+    wrapper, tool_a = spans[1], spans[2]
+    stated = {"gen_ai.response.time_to_first_chunk": 0.098, "gen_ai.usage.output_tokens": 20}
+    inner = inside(wrapper, attributes={**wrapper.attributes, **stated})
+    server_side = inside(tool_a, service="mcp-server")
+    ingest(fast, [*spans, inner, server_side])
+    a = analysis(fast, spans[0].trace_id, span_count=7)
+    assert (a["model_calls"], a["tool_calls"], a["model_ms"], a["tool_ms"]) == (2, 2, 600.0, 400.0)
+
+    def figures(source: str) -> dict | None:
+        body = fast.get(
+            "/api/v1/percentiles", metric="ttft,model,tool", service="twice-svc", window="24h", source=source
+        ).json()
+        found = {row["metric"]: row for row in body["rows"]}
+        return found if body["source"] == source and found.get("tool", {}).get("count") == 2 else None
+
+    for source in ("spans", "rollups"):
+        found = wait_for(lambda source=source: figures(source))
+        assert (found["ttft"]["count"], found["ttft"]["p50"]) == (1, pytest.approx(98.0)), source
+        assert (found["model"]["count"], found["model"]["p50"]) == (2, pytest.approx(299.0)), source  # 298 and 300
+        assert (found["tool"]["count"], found["tool"]["p50"]) == (2, pytest.approx(200.0)), source
+    [model] = fast.get(
+        "/api/v1/dimensions", dimension="model", service="twice-svc", window="1h", source="spans"
+    ).json()["rows"]
+    assert model["count"] == 2
+
+
 @pytest.mark.parametrize(
     ("path", "params", "fragment"),
     [
