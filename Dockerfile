@@ -7,6 +7,8 @@ RUN python -m venv /opt/agentlat
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY sdk sdk
+COPY shared shared
+COPY demo demo
 COPY collector collector
 COPY store store
 COPY alerts alerts

@@ -39,7 +39,7 @@ from agentlat.alerts.rules import (
     Spec,
     Threshold,
 )
-from agentlat.yamlfile import LATENCY_EXPECTED, NOTHING, FieldParser, Marked, latency_ms, load_yaml, read_file
+from agentlat.shared.yamlfile import LATENCY_EXPECTED, NOTHING, FieldParser, Marked, latency_ms, load_yaml, read_file
 
 T = TypeVar("T")
 

@@ -20,8 +20,8 @@ from agentlat.alerts.notify import Courier, Notifier, build_notifiers
 from agentlat.alerts.receivers import effective_receivers
 from agentlat.alerts.rules import AlertConfig, AlertRulesError
 from agentlat.alerts.rules_file import load_rules
+from agentlat.shared.yamlfile import WatchedFile
 from agentlat.store import Store, StoreError
-from agentlat.yamlfile import WatchedFile
 
 log = logging.getLogger("agentlat.alerts")
 

@@ -52,7 +52,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentlat.processes import stop
+from agentlat.shared.processes import stop
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.servers import answers, free_port, wait_for
 

@@ -303,7 +303,7 @@ def metric_value(server: ServerProcess, path: str) -> float:
 
 
 def _gc_collections(server: ServerProcess) -> dict[str, int]:
-    """The server's young and full garbage collections so far (sdk/gc_tuning.py)."""
+    """The server's young and full garbage collections so far (shared/gc_tuning.py)."""
     young, full = (int(metric_value(server, f'python_gc_collections_total{{generation="{g}"}}')) for g in (0, 2))
     return {"young": young, "full": full}
 

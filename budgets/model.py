@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentlat.errors import ConfigError
-from agentlat.yamlfile import LATENCY_EXPECTED, FieldParser, Marked, latency_ms, load_yaml, read_file
+from agentlat.shared.yamlfile import LATENCY_EXPECTED, FieldParser, Marked, latency_ms, load_yaml, read_file
 
 METRICS = ("ttft", "itl", "e2e", "model", "tool")  # names of the query API's metrics
 METRIC_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E", "model": "model time", "tool": "tool time"}

@@ -54,7 +54,7 @@ def streamlit_command(port: int, host: str = "127.0.0.1") -> list[str]:
 def start(api: str, port: int, log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
     """Start the dashboard in a child process that ends with this one, even if this one is killed
     outright (``agentlat up`` runs it beside the collector); its output goes to ``log``."""
-    from agentlat.processes import dies_with_parent
+    from agentlat.shared.processes import dies_with_parent
 
     env = {**os.environ, ENV_API: api}
     return subprocess.Popen(  # started from the main thread (see dies_with_parent)
@@ -70,7 +70,7 @@ def beside(port: int, api: str, log_path: Path) -> Iterator[None]:
     if not port:
         yield
         return
-    from agentlat.processes import stop
+    from agentlat.shared.processes import stop
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:

@@ -83,8 +83,8 @@ def serve(
 
     Stops cleanly on Ctrl-C, SIGTERM or SIGHUP. Requests are logged when they fail; --log-level debug logs them all.
     """
-    from agentlat.processes import stop_on_signals
     from agentlat.server.serve import run_server
+    from agentlat.shared.processes import stop_on_signals
 
     setup_logging(log_level)
     stop_on_signals()
@@ -131,9 +131,9 @@ def up(
     """
     from agentlat.cli.dashboard import beside
     from agentlat.demo.runner import background_demo, demo_file
-    from agentlat.processes import stop_on_signals
     from agentlat.server.config import Settings
     from agentlat.server.serve import run_server, when_ready
+    from agentlat.shared.processes import stop_on_signals
 
     def bring_up() -> None:
         settings = Settings.from_env(port=port, data_dir=data)
@@ -224,7 +224,7 @@ def demo(
 
     from agentlat._setup import resolve_endpoint
     from agentlat.demo.runner import run_demo
-    from agentlat.processes import exit_with_parent_from_env
+    from agentlat.shared.processes import exit_with_parent_from_env
 
     exit_with_parent_from_env()  # started by `agentlat up`: end with it, even if it is killed outright
     target = resolve_endpoint(endpoint)

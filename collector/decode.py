@@ -22,8 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from agentlat.collector import otlp_signals
 from agentlat.collector.otlp import DecodedBatch, Limits, logged_form, parse_json, parse_protobuf
-from agentlat.gc_tuning import tune_for_throughput
-from agentlat.processes import exit_with_parent
+from agentlat.shared.gc_tuning import tune_for_throughput
+from agentlat.shared.processes import exit_with_parent
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from agentlat import semconv as sc
 from agentlat.collector.normalise_convert import BAD, Converter
-from agentlat.columns import DERIVED_DEFAULTS, DERIVED_NAMES
+from agentlat.shared.columns import DERIVED_DEFAULTS, DERIVED_NAMES
 
 Event = tuple[str, int, Mapping[str, object]]
 

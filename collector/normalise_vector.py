@@ -28,7 +28,7 @@ from agentlat.collector import normalise_convert as convert
 from agentlat.collector.dialects import NAME, SPAN_NAME, Dialect
 from agentlat.collector.normalise import _COMPILED, _UNKNOWN, INNER_OF_MODEL_CALL, _Compiled, derive
 from agentlat.collector.normalise_span import EventTimes
-from agentlat.columns import DERIVED_COLUMNS, DERIVED_DEFAULTS, DERIVED_NAMES
+from agentlat.shared.columns import DERIVED_COLUMNS, DERIVED_DEFAULTS, DERIVED_NAMES
 
 # Value kinds, as the engine reports an AnyValue's member (store/otlp_parse.py VALUE_KINDS).
 NONE, STRING, BOOL, INT, DOUBLE, ARRAY, KVLIST, BYTES = range(8)

@@ -25,8 +25,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agentlat.api.windows import iso
 from agentlat.collector.normalise import NO_EVENTS, EventTimes, derive
-from agentlat.columns import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 from agentlat.errors import AgentlatError
+from agentlat.shared.columns import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 STATUS_CODES = ("Unset", "Ok", "Error")

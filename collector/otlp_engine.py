@@ -40,7 +40,7 @@ from agentlat.collector.otlp import (
     decode_spans,
     parse_protobuf,
 )
-from agentlat.columns import DERIVED_NAMES, SPAN_ARROW_SCHEMA
+from agentlat.shared.columns import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 from agentlat.store import ParsedRequests
 
 log = logging.getLogger("agentlat.collector")

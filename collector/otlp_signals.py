@@ -41,7 +41,7 @@ from agentlat.collector.otlp import (
     decode_json,
     decode_protobuf,
 )
-from agentlat.columns import EVENT_ARROW_SCHEMA, METRIC_POINT_ARROW_SCHEMA
+from agentlat.shared.columns import EVENT_ARROW_SCHEMA, METRIC_POINT_ARROW_SCHEMA
 
 GENAI_PREFIX = "gen_ai."
 NOT_GENAI = "not_genai"

@@ -42,8 +42,8 @@ from agentlat.server.request_log import RequestLog
 from agentlat.server.routes import ROUTERS
 from agentlat.server.routes.budgets import watch_budgets
 from agentlat.server.routes.deps import caller_of, project_of
+from agentlat.shared.yamlfile import WatchedFile
 from agentlat.store import Store, StoreError, StoreUnavailable, open_store
-from agentlat.yamlfile import WatchedFile
 
 log = logging.getLogger("agentlat.collector")
 

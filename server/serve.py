@@ -14,10 +14,10 @@ import uvicorn
 from rich.console import Console
 
 from agentlat.errors import ConfigError
-from agentlat.gc_tuning import tune_for_throughput
 from agentlat.server.app import create_app
 from agentlat.server.config import Settings
 from agentlat.server.http_limits import HttpLimits
+from agentlat.shared.gc_tuning import tune_for_throughput
 
 log = logging.getLogger("agentlat.collector")
 

@@ -2,7 +2,7 @@
 latencies rounded to the stored resolution, the table a batch is written to.
 
 The layout itself (names, Arrow types, the derived columns the normaliser fills) is
-``agentlat.columns``, which the collector's decode workers import without the store; the
+``agentlat.shared.columns``, which the collector's decode workers import without the store; the
 names of it that ``agentlat.store`` exports are re-exported here.
 """
 
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlat import semconv as sc
-from agentlat.columns import (
+from agentlat.shared.columns import (
     DERIVED_COLUMNS,
     DERIVED_DEFAULTS,
     DERIVED_NAMES,

@@ -13,7 +13,7 @@ from agentlat.alerts.receivers import missing_variables, resolved_url
 from agentlat.alerts.rules import DEFAULT_BURN_WINDOWS, AlertRulesError, BurnRate, Drift, Threshold
 from agentlat.alerts.rules_file import ALL_FIELDS, load_rules, parse_rules
 from agentlat.cli.alerts import alerts_app
-from agentlat.yamlfile import WatchedFile
+from agentlat.shared.yamlfile import WatchedFile
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "alerts.yaml"

@@ -20,7 +20,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import fmt
 from agentlat.demo.runner import demo_file
-from agentlat.processes import stop
+from agentlat.shared.processes import stop
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.dashboard_data import start_known_server
 from tests.servers import AGENTLAT, ServerProcess, answers, free_port, processes_with_env, wait_for
@@ -324,7 +324,7 @@ def readme_banner(data_parent: Path, api_port: int, ui_port: int) -> str:
     text = banner_of(readme[readme.index("## Quickstart") :])
     replacements = {
         "/home/you/agentlat/.agentlat": str(data_parent),
-        "/home/you/agentlat/sdk/demo": str(demo_file("budgets.yaml").parent),
+        "/home/you/agentlat/demo": str(demo_file("budgets.yaml").parent),
         "127.0.0.1:4318": f"127.0.0.1:{api_port}",
         "127.0.0.1:8501": f"127.0.0.1:{ui_port}",
         "OTLP/gRPC  127.0.0.1:4317": "OTLP/gRPC  off",

@@ -25,8 +25,8 @@ from google.rpc.status_pb2 import Status
 from agentlat.collector.ingest import DECODE_CONCURRENCY, Ingestor, default_decode_workers
 from agentlat.collector.otlp import DecodedBatch, Limits, OtlpDecodeError, TooManySpans, parse_json, parse_protobuf
 from agentlat.errors import ConfigError
-from agentlat.gc_tuning import YOUNG_THRESHOLD
 from agentlat.server.config import Settings
+from agentlat.shared.gc_tuning import YOUNG_THRESHOLD
 from bench.ingest import trace_spans
 from tests.otlp_payloads import SpanSpec, new_trace_id, otlp_json, otlp_protobuf
 from tests.servers import ServerProcess, spawned_workers, wait_for
@@ -112,13 +112,13 @@ def test_a_worker_imports_only_what_decoding_needs(monkeypatch: pytest.MonkeyPat
         modules = set(pool.submit(imported_modules).result(timeout=60))
     finally:
         ingestor.close()
-    assert {"agentlat.collector.decode", "agentlat.columns", "pyarrow"} <= modules
+    assert {"agentlat.collector.decode", "agentlat.shared.columns", "pyarrow"} <= modules
     heavy = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_IN_A_WORKER))
     assert heavy == []
 
 
 def test_a_worker_collects_young_garbage_as_rarely_as_the_server(workers: Ingestor) -> None:
-    """Each request's spans would set off young collections at CPython's default threshold (sdk/gc_tuning.py)."""
+    """Each request's spans would set off young collections at CPython's default threshold (shared/gc_tuning.py)."""
     pool = workers._executor()
     assert pool is not None
     assert pool.submit(gc_thresholds).result(timeout=60)[0] == YOUNG_THRESHOLD

@@ -25,6 +25,18 @@ def test_import_agentlat_stays_light() -> None:
     assert imported("import agentlat", (*SERVER_MODULES, OTLP_EXPORTER)) == []
 
 
+def test_import_agentlat_loads_only_the_sdk_room() -> None:
+    """The SDK is what a user installs: nothing of the server's shared room or the demo comes with it."""
+    probe = (
+        "import sys, agentlat\n"
+        "print('\\n'.join(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('agentlat'))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    sdk = os.path.join(os.path.dirname(agentlat.__file__), "")
+    assert loaded and [f for f in loaded if not f.startswith(sdk)] == []
+    assert any(f.endswith("semconv.py") for f in loaded)
+
+
 def test_own_exporter_spares_the_otlp_exporter_import() -> None:
     code = (
         "import agentlat\n"

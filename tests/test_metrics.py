@@ -85,7 +85,7 @@ def test_traces_are_analysed_from_memory_and_a_late_span_is_read_back(tmp_path: 
 
 def test_the_server_collects_young_garbage_a_few_times_for_20k_spans_ingested_and_analysed(tmp_path: Path) -> None:
     """At CPython's default threshold (700) storing and analysing these 20,000 spans took 205 young
-    collections; at agentlat's (sdk/gc_tuning.py) a pass's objects are freed before one runs."""
+    collections; at agentlat's (shared/gc_tuning.py) a pass's objects are freed before one runs."""
     server = ServerProcess(tmp_path, extra_env={"AGENTLAT_TRACE_GRACE": "0.5"}).start()
     try:
         young = ("python_gc_collections_total", (("generation", "0"),))

@@ -1716,7 +1716,7 @@ def test_imports_only_vocabulary_stream_stats_schema_and_stdlib() -> None:
                 imported.add(node.module)
     outside_stdlib = {m for m in imported if m.split(".")[0] not in sys.stdlib_module_names}
     parts = {f"agentlat.collector.{module}" for module in NORMALISER_MODULES}
-    assert outside_stdlib - parts == {"agentlat.semconv", "agentlat.stream_stats", "agentlat.columns"}
+    assert outside_stdlib - parts == {"agentlat.semconv", "agentlat.stream_stats", "agentlat.shared.columns"}
 
 
 # --- garbage in, never an exception out -------------------------------------------------

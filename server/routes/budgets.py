@@ -18,8 +18,8 @@ from agentlat.api.models import BudgetsResponse
 from agentlat.api.windows import iso, parse_duration, trailing
 from agentlat.budgets.model import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
 from agentlat.server.routes.deps import QUERY_ERRORS, Project, StoreDep, errors
+from agentlat.shared.yamlfile import WatchedFile
 from agentlat.store import SpanFilter, Store
-from agentlat.yamlfile import WatchedFile
 
 router = APIRouter(prefix="/api/v1", tags=["budgets"], responses={**QUERY_ERRORS, **errors(404)})
 

@@ -17,8 +17,8 @@ import httpx
 
 from agentlat.demo.fake_llm import FakeLLM, Scenario
 from agentlat.demo.workload import SERVICES, run_service
-from agentlat.processes import child_env, exit_with_parent
-from agentlat.processes import stop as stop_process
+from agentlat.shared.processes import child_env, exit_with_parent
+from agentlat.shared.processes import stop as stop_process
 
 
 def _service_process(service: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
