@@ -272,12 +272,16 @@ def parse_pages(text: str, at: str) -> list[Figure]:
 
 def parse_browser(text: str, at: str) -> list[Figure]:
     """bench/dashboard_browser.py's figures: the p50 of each page in a browser (first page, each switch) with its
-    target, the max in the note."""
+    target, the max in the note; the first pages' ratios to the bare Streamlit page's."""
     figures = []
     row = re.compile(rf"^browser: (.+?)\s{{2,}}({NUMBER})\s+({NUMBER})\s+<= ({NUMBER}) ms\s+(ok|OVER)$")
+    ratio = re.compile(rf"^(.+?) ÷ bare\s{{2,}}({NUMBER})x\s+<= ({NUMBER})x\s+(ok|OVER)$")
     for line in text.splitlines():
         if m := row.match(line.strip()):
             name, p50, worst, target = m.group(1), number(m.group(2)), number(m.group(3)), number(m.group(4))
             note = f"max {worst:,.0f} ms {at}".strip()
             figures.append(Figure(f"browser: {name}, p50", p50, "ms", target, "<=", note))
+        elif m := ratio.match(line.strip()):
+            name = f"browser: {m.group(1)} ÷ a bare Streamlit page, p50"
+            figures.append(Figure(name, number(m.group(2)), "x", number(m.group(3)), "<=", at))
     return figures

@@ -31,6 +31,12 @@ into: before the script (page load, websocket, rerun request), the script (of wh
 the query API), and after it (the browser drawing what it sent: plotly, tables); "browser busy"
 is the main thread's long tasks (over 50 ms) meanwhile.
 
+Beside it, each round opens a **bare page** the same two ways: a Streamlit page holding one title and
+one line, served by the same ``streamlit run`` settings from a process of its own. What Streamlit
+itself costs on this machine at this moment is that page's time, so the ratio of the Overview's first
+page to the bare page's (target: at most 1.6, fresh browser and new tab alike) is the figure that
+compares across machines and loads; the absolute targets stay beside it.
+
 Verdicts use the p50 of the rounds. Exit status 1 when one misses its target.
 """
 
@@ -52,14 +58,24 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentlat.cli.dashboard import streamlit_command
 from agentlat.shared.processes import stop
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.servers import answers, free_port, wait_for
 
 FIRST_PAGE_TARGET_MS = 2000.0
 SWITCH_TARGET_MS = 1000.0
+RATIO_TARGET = 1.6  # the Overview's first page ÷ the bare page's, measured in the same rounds
+BARE_PAGE = """import streamlit as st
+
+st.title("Overview")
+st.write("A bare Streamlit page: one title, one line.")
+"""
 FIRST_PAGE = "first page (Overview)"
 NEW_TAB = "first page in a new tab (assets cached)"
+BARE_FIRST = "bare page, fresh browser"
+BARE_TAB = "bare page, new tab"
+RATIOS = ((FIRST_PAGE, BARE_FIRST), (NEW_TAB, BARE_TAB))
 VIEWPORT = {"width": 1500, "height": 1800}
 # (sidebar link, page title heading, URL path) in the sidebar's order: dashboard/app.py's PAGES
 PAGES = (
@@ -134,24 +150,30 @@ class Measurements:
 def start_dashboard(api: str, port: int, log_path: Path, timings: Path) -> subprocess.Popen[bytes]:
     agentlat = str(Path(sys.executable).with_name("agentlat"))
     env = {**os.environ, "AGENTLAT_DASHBOARD_TIMINGS": str(timings)}
+    return start_streamlit([agentlat, "dashboard", "--api", api, "--port", str(port)], port, log_path, env)
+
+
+def start_bare_page(port: int, workdir: Path) -> subprocess.Popen[bytes]:
+    """The bare page, served with the dashboard's ``streamlit run`` settings."""
+    app = workdir / "bare_page.py"
+    app.write_text(BARE_PAGE)
+    return start_streamlit(streamlit_command(port, app=app), port, workdir / "bare_page.log", dict(os.environ))
+
+
+def start_streamlit(command: list[str], port: int, log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [agentlat, "dashboard", "--api", api, "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
     def healthy() -> bool:
         if process.poll() is not None:
-            raise SystemExit(f"agentlat dashboard exited with {process.returncode}:\n{log_path.read_text()}")
+            raise SystemExit(f"{command[0]} exited with {process.returncode}:\n{log_path.read_text()}")
         return answers(f"http://127.0.0.1:{port}/_stcore/health")
 
     try:
         wait_for(healthy, timeout=90, interval=0.2)
     except AssertionError:
         stop(process)
-        raise SystemExit(f"agentlat dashboard did not answer within 90 s:\n{log_path.read_text()}") from None
+        raise SystemExit(f"{' '.join(command[:4])} did not answer within 90 s:\n{log_path.read_text()}") from None
     return process
 
 
@@ -227,7 +249,7 @@ def p50(samples: list[Sample], attribute: str = "ms") -> float:
 
 
 def report(measured: Measurements, cold: Sample | None) -> int:
-    targets = {FIRST_PAGE: FIRST_PAGE_TARGET_MS, NEW_TAB: FIRST_PAGE_TARGET_MS}
+    targets = {FIRST_PAGE: FIRST_PAGE_TARGET_MS, NEW_TAB: FIRST_PAGE_TARGET_MS, BARE_FIRST: None, BARE_TAB: None}
     if cold is not None:
         print(f"\nwarm-up, first page after the dashboard started (not counted): {cold.ms:,.0f} ms")
     width = max(len(name) for name in measured.samples) + len("browser: ")
@@ -236,9 +258,18 @@ def report(measured: Measurements, cold: Sample | None) -> int:
     for name, samples in measured.samples.items():
         target = targets.get(name, SWITCH_TARGET_MS)
         mid, worst = p50(samples), max(s.ms for s in samples)
+        if target is None:  # the yardstick: no target of its own
+            print(f"{'browser: ' + name:<{width}}  {mid:>9.1f}  {worst:>9.1f}")
+            continue
         verdict = "ok" if mid <= target else "OVER"
         missed += verdict == "OVER"
         print(f"{'browser: ' + name:<{width}}  {mid:>9.1f}  {worst:>9.1f}  {'<= ' + f'{target:.0f} ms':>11}  {verdict}")
+    for page, bare in RATIOS:
+        if page in measured.samples and bare in measured.samples:
+            ratio = p50(measured.samples[page]) / p50(measured.samples[bare])
+            verdict = "ok" if ratio <= RATIO_TARGET else "OVER"
+            missed += verdict == "OVER"
+            print(f"{page + ' ÷ bare':<{width}}  {ratio:>8.2f}x  {'':>9}  {'<= ' + f'{RATIO_TARGET}x':>11}  {verdict}")
     print("\nwhere the time goes, p50 ms of each part (script runs from the dashboard's log):")
     parts = ("before_ms", "script_ms", "fetch_ms", "after_ms", "busy_ms")
     heads = ("before script", "script", "of it API", "after script", "browser busy")
@@ -275,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     process = start_dashboard(args.api, port, log_path, timings)
+    bare_port = free_port()
+    bare_process = start_bare_page(bare_port, workdir)
     measured, cold = Measurements(), None
     load_before = os.getloadavg()[0]
     try:
@@ -282,8 +315,11 @@ def main(argv: list[str] | None = None) -> int:
             browser = playwright.chromium.launch(executable_path=str(args.chromium), args=CHROMIUM_ARGS)
             try:
                 bench = Bench(browser, f"http://127.0.0.1:{port}", args.window, timings, args.quiet_ms, args.timeout)
-                page, cold = bench.open_first()
-                page.context.close()
+                bare = Bench(browser, f"http://127.0.0.1:{bare_port}", args.window, workdir / "none", args.quiet_ms,
+                             args.timeout)  # fmt: skip
+                for warm_up in (bare, bench):
+                    page, cold = warm_up.open_first()
+                    page.context.close()
                 for round_ in range(1, args.rounds + 1):
                     time.sleep(pause)  # every first page asks the API again
                     page, first = bench.open_first()
@@ -298,11 +334,18 @@ def main(argv: list[str] | None = None) -> int:
                     measured.add(NEW_TAB, tab)
                     line.append(f"new tab {tab.ms:,.0f}")
                     page.context.close()
+                    page, bare_first = bare.open_first()
+                    _, bare_tab = bare.open_first(page.context)
+                    page.context.close()
+                    measured.add(BARE_FIRST, bare_first)
+                    measured.add(BARE_TAB, bare_tab)
+                    line.append(f"bare page {bare_first.ms:,.0f} and {bare_tab.ms:,.0f} in a new tab")
                     print(f"round {round_}: " + ", ".join(line) + " ms", flush=True)
             finally:
                 browser.close()
     finally:
         stop(process)
+        stop(bare_process)
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (2 cores)")

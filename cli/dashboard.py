@@ -31,10 +31,11 @@ THEME = {
 }
 
 
-def streamlit_command(port: int, host: str = "127.0.0.1") -> list[str]:
-    """The ``streamlit run`` command line for the dashboard on ``host``:``port``."""
+def streamlit_command(port: int, host: str = "127.0.0.1", app: Path = APP) -> list[str]:
+    """The ``streamlit run`` command line for the dashboard (or another ``app``, bench/dashboard_browser.py's bare
+    page) on ``host``:``port``."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
+        sys.executable, "-m", "streamlit", "run", str(app),
         "--server.address", host,
         "--server.port", str(port),
         "--server.headless", "true",
