@@ -31,12 +31,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentlat.collector.analysis import analyse
-from agentlat.collector.assembler import TraceAssembler, spans_by_trace, trace_rows
-from agentlat.collector.otlp import Limits, TraceRequest, logged_form, parse_protobuf, to_batch
-from agentlat.collector.otlp_engine import decode_requests
-from agentlat.collector.rollups import minutes_of
-from agentlat.collector.wal import WriteAheadLog
+from agentlat.collector.analysis.assembler import TraceAssembler, spans_by_trace, trace_rows
+from agentlat.collector.analysis.critical_path import analyse
+from agentlat.collector.analysis.rollups import minutes_of
+from agentlat.collector.ingest.otlp import Limits, TraceRequest, logged_form, parse_protobuf, to_batch
+from agentlat.collector.ingest.otlp_engine import decode_requests
+from agentlat.collector.ingest.wal import WriteAheadLog
 from agentlat.store import Store, analysis_input_of, open_store
 from bench.ingest import SPANS_PER_REQUEST, build_requests
 

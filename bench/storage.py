@@ -16,7 +16,7 @@ The first inserts generated spans, reads the sizes from ``system.parts``, ``syst
 queries. ``--skip N`` leaves migration N out (``--skip 9``: the spans table before its rebuild, sorted
 by span name in granules of 8,192 rows); ``--baseline`` leaves out 6 and 9, the storage layout before
 both; ``--sql`` runs extra statements after the migrations (experiments); ``--otlp N`` also stores N
-spans built the way the collector builds them (OTLP protobuf -> ``collector.otlp.to_batch``) into a
+spans built the way the collector builds them (OTLP protobuf -> ``collector.ingest.otlp.to_batch``) into a
 second store and reports their size.
 
 ``--data DIR`` reports an existing store as it is (e.g. the one ``bench/query.py --keep`` leaves,
@@ -136,7 +136,7 @@ def insert_generated(store: Store, n_spans: int, batch: int, days: int, seed: in
 
 def collector_batches(n_spans: int, seed: int) -> list[pa.Table]:
     """Spans as the collector stores them: bench/ingest.py's requests (OTLP protobuf) through to_batch."""
-    from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+    from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
     from bench.ingest import SPANS_PER_REQUEST, build_requests
 
     payloads = build_requests(max(1, n_spans // SPANS_PER_REQUEST), seed)

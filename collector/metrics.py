@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Hi
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agentlat.collector.assembler import TraceAssembler
-from agentlat.collector.pipeline import IngestPipeline
-from agentlat.collector.rollups import RollupScheduler
+from agentlat.collector.analysis.assembler import TraceAssembler
+from agentlat.collector.analysis.rollups import RollupScheduler
+from agentlat.collector.ingest.pipeline import IngestPipeline
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -23,15 +23,15 @@ from agentlat import __version__
 from agentlat.alerts.service import AlertService
 from agentlat.api.windows import TimeRangeError
 from agentlat.budgets.model import Budgets
-from agentlat.collector.admission import AdmissionGate
-from agentlat.collector.assembler import TraceAssembler
-from agentlat.collector.diskspace import DiskGuard
-from agentlat.collector.ingest import Ingestor, default_decode_workers
+from agentlat.collector.analysis.assembler import TraceAssembler
+from agentlat.collector.analysis.rollups import RollupScheduler, minutes_of
+from agentlat.collector.ingest.admission import AdmissionGate
+from agentlat.collector.ingest.diskspace import DiskGuard
+from agentlat.collector.ingest.otlp import Limits
+from agentlat.collector.ingest.pipeline import IngestPipeline
+from agentlat.collector.ingest.wal import WriteAheadLog
 from agentlat.collector.metrics import CollectorMetrics
-from agentlat.collector.otlp import Limits
-from agentlat.collector.pipeline import IngestPipeline
-from agentlat.collector.rollups import RollupScheduler, minutes_of
-from agentlat.collector.wal import WriteAheadLog
+from agentlat.collector.requests import Ingestor, default_decode_workers
 from agentlat.errors import ConfigError
 from agentlat.server.api_guard import ApiGuard
 from agentlat.server.auth import Authenticator, AuthError, KeyRing, RateLimiter

@@ -29,9 +29,9 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from agentlat.collector.ingest import SIGNALS, Ingestor, LogUnavailable
-from agentlat.collector.otlp import TooManySpans
-from agentlat.collector.pipeline import Backpressure
+from agentlat.collector.ingest.otlp import TooManySpans
+from agentlat.collector.ingest.pipeline import Backpressure
+from agentlat.collector.requests import SIGNALS, Ingestor, LogUnavailable
 from agentlat.server.auth import Authenticator, AuthError
 
 log = logging.getLogger("agentlat.collector")

@@ -25,11 +25,11 @@ from google.rpc import code_pb2, status_pb2
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from agentlat.collector.admission import AdmissionGate, Overloaded
-from agentlat.collector.decode import Signal
-from agentlat.collector.ingest import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable
-from agentlat.collector.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
-from agentlat.collector.pipeline import Backpressure
+from agentlat.collector.ingest.admission import AdmissionGate, Overloaded
+from agentlat.collector.ingest.decode import Signal
+from agentlat.collector.ingest.otlp import DecodedBatch, OtlpDecodeError, TooManySpans
+from agentlat.collector.ingest.pipeline import Backpressure
+from agentlat.collector.requests import DECODE_CONCURRENCY, DecoderUnavailable, Ingestor, LogUnavailable
 from agentlat.errors import AgentlatError
 from agentlat.server.auth import AuthError
 

@@ -6,7 +6,7 @@ The spans block keeps the names and types of the OpenTelemetry Collector's Click
 collector's normaliser fills from whatever dialect a span was written in.
 
 It lives beside the shared vocabulary, not in ``agentlat.store``, so the OTLP decode worker
-processes build batches without importing the store (``collector/decode.py``); the store
+processes build batches without importing the store (``collector/ingest/decode.py``); the store
 re-exports every name here that other rooms use. Imports pyarrow only.
 """
 

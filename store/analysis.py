@@ -24,7 +24,7 @@ from agentlat.store.schema import derived_sql
 # (``analysis_input_of``: traces analysed from memory). Stored columns under the names of the
 # collector's SpanRecord fields, start and end in unix ns, a few span attributes as text ('' when
 # absent), and the attributes of the span's agentlat.tool_call events. The collector reads both
-# forms alike: which role each value counts for, ids, times (collector/assembler.py).
+# forms alike: which role each value counts for, ids, times (collector/analysis/assembler.py).
 INPUT_COLUMNS = {
     "trace_id": "TraceId", "span_id": "SpanId", "parent_span_id": "ParentSpanId", "name": "SpanName",
     "service": "ServiceName", "role": "Role", "is_server_span": "IsServerSpan", "status": "StatusCode",

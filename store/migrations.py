@@ -600,7 +600,7 @@ ROLLUP_CODECS_V16_DDL = tuple(
 
 # Issue 21: the trace time index counts each trace's stored span rows (every copy of a span sent twice
 # included), so the collector can tell that the spans it holds in memory are all a trace has and analyse it
-# without reading it back (collector/assembler.py). Rows from before this migration count UNCOUNTED, more
+# without reading it back (collector/analysis/assembler.py). Rows from before this migration count UNCOUNTED, more
 # than any trace holds, so a trace with spans from before it never matches the spans held: it is read back,
 # as every trace was before.
 UNCOUNTED = 2**40

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from agentlat.collector.advisor import RouteEvidence, advise
+from agentlat.collector.analysis.advisor import RouteEvidence, advise
 from agentlat.store import SpanFilter, Store
 from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id
 from tests.servers import AGENTLAT, ServerProcess, wait_for

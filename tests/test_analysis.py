@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from agentlat.collector.analysis import (
+from agentlat.collector.analysis.critical_path import (
     DispatchedCall,
     DispatchGroup,
     ParallelGroup,

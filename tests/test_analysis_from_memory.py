@@ -12,8 +12,8 @@ import time
 import pyarrow as pa
 import pytest
 
-from agentlat.collector.assembler import TraceAssembler
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.analysis.assembler import TraceAssembler
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import Store, StoreError
 from tests.otlp_payloads import MS, SpanSpec, new_trace_id, otlp_protobuf
 

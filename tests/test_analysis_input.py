@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from agentlat.collector.analysis import SpanRecord, StreamedToolCall, analyse
-from agentlat.collector.assembler import _details, spans_by_trace, trace_rows
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.analysis.assembler import _details, spans_by_trace, trace_rows
+from agentlat.collector.analysis.critical_path import SpanRecord, StreamedToolCall, analyse
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import Store, analysis_input_of
 from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id, otlp_protobuf
 

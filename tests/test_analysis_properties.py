@@ -1,6 +1,6 @@
 """The E2E split checked against a brute-force reference on random span trees, plus two hand-built cases.
 
-The reference below shares no code with ``agentlat.collector.analysis``: it re-reads the rules of that
+The reference below shares no code with ``agentlat.collector.analysis.critical_path``: it re-reads the rules of that
 module's docstring and applies them one 1 ms tick at a time (who owns tick t, walking back from the end),
 with plain dicts and lists and no interval arithmetic, so a disagreement points at one of the two.
 """
@@ -13,7 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlat.collector.analysis import ParallelGroup, SpanRecord, StreamedToolCall, TraceAnalysis, analyse
+from agentlat.collector.analysis.critical_path import (
+    ParallelGroup,
+    SpanRecord,
+    StreamedToolCall,
+    TraceAnalysis,
+    analyse,
+)
 
 MS = 1_000_000
 PHASES = ("queue", "prefill", "decode")

@@ -1,5 +1,5 @@
 """Stream records: a model call whose stream is timed by a separate span or log (Logfire's "streaming
-response from ... took ...s", role ``stream``). The rule is in ``agentlat.collector.analysis``'s
+response from ... took ...s", role ``stream``). The rule is in ``agentlat.collector.analysis.critical_path``'s
 docstring (Assembly); the properties hold it to the trace such a record stands for, on random traces.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentlat.collector.analysis import SpanRecord, TraceAnalysis, analyse
+from agentlat.collector.analysis.critical_path import SpanRecord, TraceAnalysis, analyse
 from tests.test_analysis_properties import MS, PROPERTY_SETTINGS, traces
 
 STREAM = "stream"

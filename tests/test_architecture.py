@@ -28,6 +28,27 @@ def layout_table() -> dict[str, tuple[str, set[str]]]:
     return rows
 
 
+PART_ROW = re.compile(r"^\| `collector/(?P<part>\w+)/` \| `(?P<package>[\w.]+)` \| .+? \| (?P<may>[^|]+) \|$")
+
+
+def collector_parts() -> dict[str, tuple[str, set[str]]]:
+    """README's table of collector/'s parts: part → (import path, the parts it may import)."""
+    section = ROOT.joinpath("README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    return {
+        m["part"]: (m["package"], set(re.findall(r"`collector/(\w+)/`", m["may"])))
+        for line in section.splitlines()
+        if (m := PART_ROW.match(line.strip()))
+    }
+
+
+def collector_part(module: str) -> str | None:
+    """The part of collector/ a module is in; "" for the modules composing them; None outside collector/."""
+    if module != "agentlat.collector" and not module.startswith("agentlat.collector."):
+        return None
+    name = module.split(".")[2:3]
+    return name[0] if name and name[0] in collector_parts() else ""
+
+
 @pytest.fixture(scope="module")
 def edges() -> list[Import]:
     return imports()
@@ -57,6 +78,25 @@ def test_every_import_between_rooms_is_allowed(edges: list[Import]) -> None:
         for e in edges
         if room(e.importer) != room(e.imported) and room(e.imported) not in allowed[room(e.importer)]
     ]
+    assert broken == []
+
+
+def test_the_parts_of_collector_are_its_packages() -> None:
+    parts = {name for name, path in modules().items() if name.count(".") == 2 and path.name == "__init__.py"}
+    assert {package for package, _ in collector_parts().values()} == {
+        n for n in parts if n.startswith("agentlat.collector.")
+    }
+
+
+def test_collector_parts_import_only_what_the_table_allows(edges: list[Import]) -> None:
+    """A part imports the parts its row names and never the modules that compose them."""
+    allowed = {part: may for part, (_, may) in collector_parts().items()}
+    broken = [
+        f"{e.importer} (line {e.line}) imports {e.imported}"
+        for e in edges
+        if (src := collector_part(e.importer)) and (dst := collector_part(e.imported)) is not None
+        and dst != src and dst not in allowed[src]
+    ]  # fmt: skip
     assert broken == []
 
 

@@ -9,7 +9,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import Store, analysis_input_of
 from tests.otlp_payloads import MS, SpanSpec, new_span_id, new_trace_id, otlp_protobuf
 

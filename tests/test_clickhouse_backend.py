@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import SpanFilter, Store, StoreError, StoreUnavailable, open_store
 from agentlat.store.backends import ClickHouseBackend
 from agentlat.store.migrations import MIGRATIONS, SPANS_REBUILD_MARK

@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from agentlat.collector.assembler import TraceAssembler
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.analysis.assembler import TraceAssembler
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import SpanFilter, Store, StoreError, cluster_ddl
 from agentlat.store.cluster_ddl import SHARDING_KEYS, cluster_statements
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, MIGRATIONS, Migration

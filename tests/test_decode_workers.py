@@ -22,8 +22,15 @@ from google.protobuf import json_format
 from google.rpc import code_pb2
 from google.rpc.status_pb2 import Status
 
-from agentlat.collector.ingest import DECODE_CONCURRENCY, Ingestor, default_decode_workers
-from agentlat.collector.otlp import DecodedBatch, Limits, OtlpDecodeError, TooManySpans, parse_json, parse_protobuf
+from agentlat.collector.ingest.otlp import (
+    DecodedBatch,
+    Limits,
+    OtlpDecodeError,
+    TooManySpans,
+    parse_json,
+    parse_protobuf,
+)
+from agentlat.collector.requests import DECODE_CONCURRENCY, Ingestor, default_decode_workers
 from agentlat.errors import ConfigError
 from agentlat.server.config import Settings
 from agentlat.shared.gc_tuning import YOUNG_THRESHOLD
@@ -90,14 +97,14 @@ def test_errors_come_back_from_a_worker(workers: Ingestor) -> None:
 # What a worker must not import: the store and its engines, the HTTP stack, what only the server's
 # threads use, and pandas (which pyarrow would import on its first pa.array() of a list).
 NOT_IN_A_WORKER = (
-    "chdb", "clickhouse_connect", "agentlat.store", "agentlat.server", "agentlat.collector.pipeline",
+    "chdb", "clickhouse_connect", "agentlat.store", "agentlat.server", "agentlat.collector.ingest.pipeline",
     "agentlat.collector.metrics", "fastapi", "starlette", "uvicorn", "prometheus_client", "polars", "pandas",
 )  # fmt: skip
 
 
 def test_a_worker_imports_only_what_decoding_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker started as the server starts it, after decoding 1,000 GenAI spans, has imported
-    neither the store nor chDB nor anything else the decoder does not use (collector/decode.py)."""
+    neither the store nor chDB nor anything else the decoder does not use (collector/ingest/decode.py)."""
     # A spawned worker first re-runs its parent's main module: here pytest's. An empty one stands in for the
     # server's (the `agentlat` script, whose imports bench/decode_worker_footprint.py measures in a real server's
     # worker).
@@ -112,7 +119,7 @@ def test_a_worker_imports_only_what_decoding_needs(monkeypatch: pytest.MonkeyPat
         modules = set(pool.submit(imported_modules).result(timeout=60))
     finally:
         ingestor.close()
-    assert {"agentlat.collector.decode", "agentlat.shared.columns", "pyarrow"} <= modules
+    assert {"agentlat.collector.ingest.decode", "agentlat.shared.columns", "pyarrow"} <= modules
     heavy = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_IN_A_WORKER))
     assert heavy == []
 

@@ -6,8 +6,8 @@ import time
 
 import httpx
 
-from agentlat.collector.otlp import Limits, logged_form, parse_protobuf, to_batch
-from agentlat.collector.wal import WriteAheadLog
+from agentlat.collector.ingest.otlp import Limits, logged_form, parse_protobuf, to_batch
+from agentlat.collector.ingest.wal import WriteAheadLog
 from agentlat.store import to_arrow_stream
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess, wait_for

@@ -20,7 +20,7 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from agentlat.collector.otlp import (
+from agentlat.collector.ingest.otlp import (
     DecodedBatch,
     Limits,
     OtlpDecodeError,
@@ -823,7 +823,7 @@ def test_bad_genai_attribute_is_flagged_and_the_span_kept() -> None:
 
 
 def test_too_many_spans_in_one_request_is_refused_whole() -> None:
-    from agentlat.collector.otlp import TooManySpans
+    from agentlat.collector.ingest.otlp import TooManySpans
 
     request = pb_request(*(pb_span(f"s{i}") for i in range(4)))
     with pytest.raises(TooManySpans, match="4 spans in one request; the limit is 3"):

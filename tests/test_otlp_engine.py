@@ -1,4 +1,4 @@
-"""The engine's OTLP decoder (collector/otlp_engine.py) gives exactly the reference decoder's batch
+"""The engine's OTLP decoder (collector/ingest/otlp_engine.py) gives exactly the reference decoder's batch
 (``otlp.to_batch``, span by span in Python) for any request: every normaliser case, limits and their
 flags, odd values, rejected and expired spans, and random requests."""
 
@@ -26,9 +26,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from agentlat import semconv as sc
-from agentlat.collector import normalise_vector
-from agentlat.collector.otlp import DAY_NS, Limits, TraceRequest, logged_form, to_batch
-from agentlat.collector.otlp_engine import decode_requests
+from agentlat.collector.ingest.otlp import DAY_NS, Limits, TraceRequest, logged_form, to_batch
+from agentlat.collector.ingest.otlp_engine import decode_requests
+from agentlat.collector.normalise import vector as normalise_vector
 from agentlat.store import Store
 from bench.ingest import build_requests
 from tests.test_normalise import DIALECT_CASES, EDGE_CASES, INNER_CASES, MS, T0, Case

@@ -37,8 +37,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentlat.collector.otlp import Limits, TooManySpans
-from agentlat.collector.otlp_signals import (
+from agentlat.collector.ingest.otlp import Limits, TooManySpans
+from agentlat.collector.ingest.otlp_signals import (
     exponential_buckets,
     logs_to_batch,
     parse_logs_json,

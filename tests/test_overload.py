@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentlat.collector.assembler import HELD_BYTES
-from agentlat.collector.pipeline import BATCH_BYTES
+from agentlat.collector.analysis.assembler import HELD_BYTES
+from agentlat.collector.ingest.pipeline import BATCH_BYTES
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import ServerProcess
 

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from agentlat.api.windows import iso
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from tests.otlp_payloads import SpanSpec, new_trace_id, otlp_json, otlp_protobuf
 from tests.servers import ServerProcess, free_port, wait_for
 

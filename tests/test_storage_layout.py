@@ -257,8 +257,8 @@ import sys
 import time
 from pathlib import Path
 
-from agentlat.collector.assembler import TraceAssembler
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.analysis.assembler import TraceAssembler
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import Store
 from agentlat.store.backends import ChdbBackend
 from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, with_ttl
@@ -324,7 +324,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentlat.collector.otlp import Limits, parse_protobuf, to_batch
+from agentlat.collector.ingest.otlp import Limits, parse_protobuf, to_batch
 from agentlat.store import Store
 from agentlat.store.backends import ChdbBackend
 from agentlat.store.migrations import LEDGER_DDL, MIGRATIONS, SPANS_CODECS_V14, SPANS_REBUILD, with_ttl

@@ -12,10 +12,10 @@ from unittest.mock import patch
 
 import pytest
 
-from agentlat.collector.wal import Position, WriteAheadLog
+from agentlat.collector.ingest.wal import Position, WriteAheadLog
 
 HEADER = struct.Struct("<II")  # the documented frame header: length, crc32
-FSYNC = "agentlat.collector.wal.os.fsync"
+FSYNC = "agentlat.collector.ingest.wal.os.fsync"
 REAL_FSYNC = os.fsync
 REAL_WRITE = os.write
 START = Position(0, 0)
@@ -235,7 +235,7 @@ def test_rotation_creates_segments_and_checkpoint_drops_spent_ones(tmp_path: Pat
 
 
 def test_a_record_is_read_back_where_it_ends_in_any_segment(tmp_path: Path) -> None:
-    """The writer takes records from the log itself, by position and size (collector/pipeline.py)."""
+    """The writer takes records from the log itself, by position and size (collector/ingest/pipeline.py)."""
     wal = WriteAheadLog(tmp_path / "wal", segment_bytes=64)
     try:
         payloads = [b"record-%02d-" % i + b"\x00\xff" * i for i in range(7)]
@@ -365,7 +365,7 @@ def test_a_write_that_fails_midway_is_cut_back_before_the_next_append(wal: Write
     intact = path.read_bytes()
 
     with (
-        patch("agentlat.collector.wal.os.write", side_effect=failing_write(after_bytes=11)),
+        patch("agentlat.collector.ingest.wal.os.write", side_effect=failing_write(after_bytes=11)),
         pytest.raises(OSError, match="No space left on device"),
     ):
         wal.append(b"never acknowledged: the disk filled up")
@@ -395,21 +395,21 @@ def test_appends_wait_for_a_failed_truncation_to_succeed(wal: WriteAheadLog) -> 
         real_ftruncate(fd, length)
 
     with (
-        patch("agentlat.collector.wal.os.ftruncate", side_effect=flaky_ftruncate),
-        patch("agentlat.collector.wal.os.write", side_effect=failing_write(after_bytes=6)),
+        patch("agentlat.collector.ingest.wal.os.ftruncate", side_effect=flaky_ftruncate),
+        patch("agentlat.collector.ingest.wal.os.write", side_effect=failing_write(after_bytes=6)),
         pytest.raises(OSError),
     ):
         wal.append(b"torn")
     assert len(path.read_bytes()) == len(intact) + 6  # the first truncation failed
 
     with (
-        patch("agentlat.collector.wal.os.ftruncate", side_effect=flaky_ftruncate),
+        patch("agentlat.collector.ingest.wal.os.ftruncate", side_effect=flaky_ftruncate),
         pytest.raises(OSError, match="Input/output error"),
     ):
         wal.append(b"refused: the torn bytes are still there")
     assert len(path.read_bytes()) == len(intact) + 6  # nothing appended after them
 
-    with patch("agentlat.collector.wal.os.ftruncate", side_effect=flaky_ftruncate):
+    with patch("agentlat.collector.ingest.wal.os.ftruncate", side_effect=flaky_ftruncate):
         position = wal.append(b"second")
     assert path.read_bytes() == intact + frame(b"second")
     assert [p for _, p in replayed(wal)] == [b"first", b"second"]

@@ -14,9 +14,9 @@ from unittest.mock import patch
 import pyarrow as pa
 import pytest
 
-from agentlat.collector.otlp import Limits, logged_form, parse_protobuf, to_batch
-from agentlat.collector.pipeline import IngestPipeline
-from agentlat.collector.wal import WriteAheadLog
+from agentlat.collector.ingest.otlp import Limits, logged_form, parse_protobuf, to_batch
+from agentlat.collector.ingest.pipeline import IngestPipeline
+from agentlat.collector.ingest.wal import WriteAheadLog
 from agentlat.store import Store, to_arrow_stream
 from tests.otlp_payloads import SpanSpec, otlp_protobuf
 from tests.servers import wait_for
@@ -164,7 +164,7 @@ def test_an_insert_gathers_records_up_to_the_byte_budget(embedded_store: Store, 
     store = CountingStore(embedded_store)
     batches = [batch_of("byte-budget", 3) for _ in range(4)]
     record = len(to_arrow_stream(batches[0]))
-    with patch("agentlat.collector.pipeline.BATCH_BYTES", record + record // 2):
+    with patch("agentlat.collector.ingest.pipeline.BATCH_BYTES", record + record // 2):
         feed(IngestPipeline(store, WriteAheadLog(tmp_path / "wal"), flush_interval=2.0), batches, "byte-budget", 12)
     assert store.inserts == [6, 6]  # two records reach the budget; the next insert takes the other two
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.api.models import AdviceResponse
-from agentlat.collector.advisor import advise, route_evidence
+from agentlat.collector.analysis.advisor import advise, route_evidence
 from agentlat.server.routes.deps import QUERY_ERRORS, Filter, SourceRule, StoreDep, source, window_of
 
 router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)

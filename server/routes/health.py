@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from agentlat.api.models import Health, Readiness
+from agentlat.collector.ingest.pipeline import IngestPipeline
 from agentlat.collector.metrics import CONTENT_TYPE, CollectorMetrics
-from agentlat.collector.pipeline import IngestPipeline
 from agentlat.server.routes.deps import AuthenticatorDep, StoreDep, caller_of
 from agentlat.store import StoreError
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from agentlat.collector.ingest import SIGNALS
+from agentlat.collector.requests import SIGNALS
 from agentlat.server.otlp_http import OtlpHttpReceiver
 
 router = APIRouter(tags=["ingest"])

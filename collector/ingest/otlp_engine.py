@@ -29,8 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentlat.collector import normalise_vector as nv
-from agentlat.collector.otlp import (
+from agentlat.collector.ingest.otlp import (
     MAX_TIME_NS,
     SPAN_KINDS,
     STATUS_CODES,
@@ -40,6 +39,7 @@ from agentlat.collector.otlp import (
     decode_spans,
     parse_protobuf,
 )
+from agentlat.collector.normalise import vector as nv
 from agentlat.shared.columns import DERIVED_NAMES, SPAN_ARROW_SCHEMA
 from agentlat.store import ParsedRequests
 

@@ -41,10 +41,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from agentlat.collector.diskspace import DiskGuard
-from agentlat.collector.otlp import Limits, TraceRequest
-from agentlat.collector.otlp_engine import decode_requests
-from agentlat.collector.wal import Position, WriteAheadLog
+from agentlat.collector.ingest.diskspace import DiskGuard
+from agentlat.collector.ingest.otlp import Limits, TraceRequest
+from agentlat.collector.ingest.otlp_engine import decode_requests
+from agentlat.collector.ingest.wal import Position, WriteAheadLog
 from agentlat.errors import AgentlatError
 from agentlat.store import (
     EVENTS_TABLE,

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlat import semconv as sc
-from agentlat.collector.analysis import SpanRecord, StreamedToolCall, TraceAnalysis, analyse
+from agentlat.collector.analysis.critical_path import SpanRecord, StreamedToolCall, TraceAnalysis, analyse
 from agentlat.store import TRACE_ROW_SCHEMA, Store, StoreError, analysis_input_of
 
 log = logging.getLogger("agentlat.collector")

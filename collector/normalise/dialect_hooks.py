@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 
 from agentlat import semconv as sc
-from agentlat.collector.normalise_convert import DURATIONS, iso_ns
-from agentlat.collector.normalise_span import NS_PER_MS, Out, Span
+from agentlat.collector.normalise.convert import DURATIONS, iso_ns
+from agentlat.collector.normalise.span import NS_PER_MS, Out, Span
 from agentlat.stream_stats import gap_stats
 
 _RUN_AGENT = (sc.ROLE_AGENT, sc.OP_INVOKE_AGENT)

@@ -28,7 +28,7 @@ import pyarrow as pa
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-from agentlat.collector.otlp import (
+from agentlat.collector.ingest.otlp import (
     MAX_REPORTED_ERRORS,
     MAX_TIME_NS,
     DecodedBatch,

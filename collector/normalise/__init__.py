@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentlat import semconv as sc
-from agentlat.collector.dialects import DIALECTS, ENTITY, GENERIC_SOURCES, NAME, SPAN_NAME, Dialect
-from agentlat.collector.normalise_convert import BAD, DURATIONS, Converter, as_flag, converter
-from agentlat.collector.normalise_span import NO_EVENTS, Event, EventTimes, Out, Span, span_of
+from agentlat.collector.normalise.convert import BAD, DURATIONS, Converter, as_flag, converter
+from agentlat.collector.normalise.dialects import DIALECTS, ENTITY, GENERIC_SOURCES, NAME, SPAN_NAME, Dialect
+from agentlat.collector.normalise.span import NO_EVENTS, Event, EventTimes, Out, Span, span_of
 
 __all__ = ["DIALECTS", "INNER_OF_MODEL_CALL", "NO_EVENTS", "Dialect", "EventTimes", "derive"]
 

@@ -20,8 +20,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agentlat.collector import otlp_signals
-from agentlat.collector.otlp import DecodedBatch, Limits, logged_form, parse_json, parse_protobuf
+from agentlat.collector.ingest import otlp_signals
+from agentlat.collector.ingest.otlp import DecodedBatch, Limits, logged_form, parse_json, parse_protobuf
 from agentlat.shared.gc_tuning import tune_for_throughput
 from agentlat.shared.processes import exit_with_parent
 

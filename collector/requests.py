@@ -24,10 +24,10 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from agentlat.collector.decode import SIGNALS, decode, start_worker
+from agentlat.collector.ingest.decode import SIGNALS, decode, start_worker
+from agentlat.collector.ingest.otlp import DecodedBatch, Limits
+from agentlat.collector.ingest.pipeline import Backpressure, IngestPipeline
 from agentlat.collector.metrics import CollectorMetrics
-from agentlat.collector.otlp import DecodedBatch, Limits
-from agentlat.collector.pipeline import Backpressure, IngestPipeline
 from agentlat.errors import AgentlatError
 
 log = logging.getLogger("agentlat.collector")

@@ -23,11 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlat import semconv as sc
-from agentlat.collector import dialect_hooks as hook
-from agentlat.collector import normalise_convert as convert
-from agentlat.collector.dialects import NAME, SPAN_NAME, Dialect
 from agentlat.collector.normalise import _COMPILED, _UNKNOWN, INNER_OF_MODEL_CALL, _Compiled, derive
-from agentlat.collector.normalise_span import EventTimes
+from agentlat.collector.normalise import convert as convert
+from agentlat.collector.normalise import dialect_hooks as hook
+from agentlat.collector.normalise.dialects import NAME, SPAN_NAME, Dialect
+from agentlat.collector.normalise.span import EventTimes
 from agentlat.shared.columns import DERIVED_COLUMNS, DERIVED_DEFAULTS, DERIVED_NAMES
 
 # Value kinds, as the engine reports an AnyValue's member (store/otlp_parse.py VALUE_KINDS).

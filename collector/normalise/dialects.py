@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from agentlat import semconv as sc
-from agentlat.collector import dialect_hooks as hook
-from agentlat.collector.normalise_span import Out, Span
+from agentlat.collector.normalise import dialect_hooks as hook
+from agentlat.collector.normalise.span import Out, Span
 
 Sources = Mapping[str, str | tuple[str, ...]]  # column -> attribute(s), preferred first
 Extra = Callable[[Span, Out], None]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from agentlat import semconv as sc
-from agentlat.collector.normalise_convert import BAD, Converter
+from agentlat.collector.normalise.convert import BAD, Converter
 from agentlat.shared.columns import DERIVED_DEFAULTS, DERIVED_NAMES
 
 Event = tuple[str, int, Mapping[str, object]]
