@@ -88,7 +88,9 @@ class Received:
     at_ns: int  # wall clock (time.time_ns) on arrival: the controlled delays count from here
     planned_ns: list[int] = field(default_factory=list)  # when each content chunk is due (wall clock)
     sent_ns: list[int] = field(default_factory=list)  # when each content chunk went out (wall clock)
-    finished_ns: list[int] = field(default_factory=list)  # when the answer's last byte went out (one entry)
+    # when the answer's last write began (one entry): stamped before it, so a client that has read the whole answer
+    # finds it here (stamped after, a client could read to the end before this server's thread was scheduled again)
+    finished_ns: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,27 +553,30 @@ class _Handler(BaseHTTPRequestHandler):
         if not streamed:
             self._wait_until(deadlines[-1])
             received.sent_ns.append(time.time_ns())
-            self._json(200, route.body(answer), route.request_id_header)
-            received.finished_ns.append(time.time_ns())
+            self._json(200, route.body(answer), route.request_id_header, received.finished_ns)
             return
         events = route.stream(answer)
         if scenario.abort_after_chunks:  # the stream breaks off without its end
             events = [(at, e) for at, e in events if at is None or at < scenario.abort_after_chunks]
-        self._stream(events, deadlines, received.sent_ns, route.request_id_header, not scenario.abort_after_chunks)
-        received.finished_ns.append(time.time_ns())
+        self._stream(events, deadlines, received, route.request_id_header, not scenario.abort_after_chunks)
 
-    def _json(self, status: int, body: dict[str, Any], request_id_header: str) -> None:
+    def _json(
+        self, status: int, body: dict[str, Any], request_id_header: str, finished_ns: list[int] | None = None
+    ) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.send_header(request_id_header, "req_fake")
         self.end_headers()
+        if finished_ns is not None:
+            finished_ns.append(time.time_ns())
         self.wfile.write(data)
 
     def _stream(
-        self, events: list[Event], deadlines: list[float], sent_ns: list[int], request_id_header: str, complete: bool
+        self, events: list[Event], deadlines: list[float], received: Received, request_id_header: str, complete: bool
     ) -> None:
+        sent_ns = received.sent_ns
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
@@ -585,6 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(payload)
         if not complete:
             raise _Disconnected
+        received.finished_ns.append(time.time_ns())
         self._write_chunk(b"")
 
     def _write_chunk(self, payload: bytes) -> None:

@@ -39,11 +39,21 @@ def test_the_pins_are_the_declared_minimums() -> None:
         )
 
 
+def sdk_and_demo(site: Path) -> None:
+    """agentlat from the work tree as pyproject maps it, with the rooms these tests import: the SDK
+    (sdk/ is the package agentlat) and the demo's fake providers (demo/ is agentlat.demo)."""
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    package = site / "agentlat"
+    package.mkdir(parents=True)
+    for entry in (ROOT / package_dir["agentlat"]).iterdir():
+        (package / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    (package / "demo").symlink_to(ROOT / package_dir["agentlat.demo"], target_is_directory=True)
+
+
 def test_every_streaming_surface_on_the_oldest_clients(tmp_path: Path) -> None:
     python = virtualenv(ENV)
-    site = tmp_path / "site"  # agentlat from the work tree: the package is sdk/, installed as agentlat
-    site.mkdir()
-    (site / "agentlat").symlink_to(ROOT / "sdk", target_is_directory=True)
+    site = tmp_path / "site"
+    sdk_and_demo(site)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
     versions = subprocess.run(
         [str(python), "-c", "import openai, anthropic; print(openai.__version__, anthropic.__version__)"],
