@@ -272,10 +272,11 @@ def parse_pages(text: str, at: str) -> list[Figure]:
 
 def parse_browser(text: str, at: str) -> list[Figure]:
     """bench/dashboard_browser.py's figures: the p50 of each page in a browser (first page, each switch) with its
-    target, the max in the note; the first pages' ratios to the bare Streamlit page's."""
+    target, the max in the note; the first pages' ratios to the bare Streamlit page's (the one-chart page's have no
+    target: shown by the bench, not carried)."""
     figures = []
     row = re.compile(rf"^browser: (.+?)\s{{2,}}({NUMBER})\s+({NUMBER})\s+<= ({NUMBER}) ms\s+(ok|OVER)$")
-    ratio = re.compile(rf"^(.+?) ÷ bare\s{{2,}}({NUMBER})x\s+<= ({NUMBER})x\s+(ok|OVER)$")
+    ratio = re.compile(rf"^(.+?) ÷ bare page\s{{2,}}({NUMBER})x\s+<= ({NUMBER})x\s+(ok|OVER)$")
     for line in text.splitlines():
         if m := row.match(line.strip()):
             name, p50, worst, target = m.group(1), number(m.group(2)), number(m.group(3)), number(m.group(4))

@@ -48,6 +48,9 @@ def streamlit_command(port: int, host: str = "127.0.0.1", app: Path = APP) -> li
         "--server.runOnSave", "false",
         "--runner.magicEnabled", "false",
         "--runner.fastReruns", "true",  # a widget change stops the run it makes stale at once
+        # No full collection after each run: it took the CPU just as the browser (often on the same machine) drew the
+        # page the run sent; the interpreter's own thresholds still collect.
+        "--runner.postScriptGC", "false",
         *(f"--theme.{name}={value}" for name, value in THEME.items()),
     ]  # fmt: skip
 
