@@ -77,7 +77,13 @@ def openinference_role(span: Span, role: tuple[str, str]) -> tuple[str, str]:
     - A run that only carries a framework's name for an unnamed one (``UNNAMED_RUNS``) and no
       ``agent.name`` is no agent: the OpenAI Agents SDK's trace root "Agent workflow" (the
       instrumentor gives it kind AGENT), whose agent span inside carries the agent's name.
+    - A model span named after a private method of its object (``{object}._{method}``, not a dunder) is a
+      step of the model object, not a call: framework instrumentors give every traced method of a model
+      object kind LLM (LlamaIndex's ``OpenAILike._prepare_chat_with_tools`` builds the request's arguments
+      beside the ``achat`` span that sends it).
     """
+    if role[0] == sc.ROLE_MODEL and _private(_method(span.name)[1]):
+        return sc.ROLE_OTHER, ""
     if role[0] not in (sc.ROLE_AGENT, sc.ROLE_OTHER):
         return role
     raw = span.attrs.get("metadata")
@@ -125,6 +131,11 @@ def _method(name: str) -> tuple[str, str]:
     """(object, method) of a ``{object}.{method}`` span name; ('', '') for any other name."""
     owner, dot, method = name.rpartition(".")
     return (owner, method) if dot and owner and method.isidentifier() else ("", "")
+
+
+def _private(method: str) -> bool:
+    """A private method's name (``_prepare``), not a dunder (``__call__``: DSPy's ``LM.__call__`` is the call)."""
+    return method.startswith("_") and not (method.startswith("__") and method.endswith("__"))
 
 
 def litellm_raw_request(span: Span, out: Out) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from agentlat import semconv as sc
 from agentlat.demo import FakeLLM, Received, Scenario, fake_gemini
 from tests.conformance.case_kit import TOOL
+from tests.conformance.envs import node_modules
 from tests.servers import ServerProcess, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,11 +125,12 @@ def run_case(
     python: str = sys.executable,
     provider: str = "openai",
 ) -> CaseRun:
-    """Run ``cases/<script>.py`` in its own interpreter; return what the collector made of its trace."""
+    """Run ``cases/<script>.py`` in its own interpreter (a Node case, ``cases/<script>.mjs``, with the node of
+    envs.node_modules()); return what the collector made of its trace."""
     out = tmp_path / f"{script}-{provider}-{int(stream)}.json"
     before = len(llm.requests)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_SDK_DISABLED": "false"}
-    cmd = [python, str(CASES / f"{script}.py"), "--collector", server.url, "--llm", llm.url, "--provider", provider]
+    cmd = [*interpreter(script, python), "--collector", server.url, "--llm", llm.url, "--provider", provider]
     done = subprocess.run(
         [*cmd, "--stream", str(int(stream)), "--out", str(out)], env=env, capture_output=True, text=True, timeout=180
     )
@@ -140,6 +142,16 @@ def run_case(
     trace = analysed_trace(server, answer["trace_ids"][0])
     apart = traces_apart(server, trace, answer.get("model_trace_ids", []))
     return CaseRun(stream, trace, requests, answer["tool_calls"], apart)
+
+
+def interpreter(script: str, python: str) -> list[str]:
+    """The command that runs a case script: ``cases/<script>.py`` with ``python``; ``cases/<script>.mjs`` with
+    node, through the link to cases/ in envs.node_modules()'s folder, its main module kept at the link's path
+    (--preserve-symlinks-main) so that its imports resolve from that folder's node_modules."""
+    if (CASES / f"{script}.mjs").exists():
+        node, folder = node_modules()
+        return [str(node), "--preserve-symlinks-main", str(folder / "cases" / f"{script}.mjs")]
+    return [python, str(CASES / f"{script}.py")]
 
 
 def traces_apart(server: ServerProcess, trace: dict[str, Any], seen: list[str]) -> tuple[dict[str, Any], ...]:
