@@ -13,13 +13,12 @@ import streamlit as st
 
 from agentlat.dashboard import ui
 
-# (script, title, icon, URL path, the browser code it needs at once: ui.LAZY_CHUNKS kinds it always shows)
 PAGES = (
-    ("page_overview.py", "Overview", ":material/speed:", "overview", ("PlotlyChart",)),
-    ("page_routes.py", "Routes & models", ":material/table_chart:", "routes", ("DataFrame",)),
-    ("page_traces.py", "Trace explorer", ":material/waterfall_chart:", "traces", ("DataFrame",)),
-    ("page_budgets.py", "Budgets & alerts", ":material/notifications:", "budgets", ()),
-    ("page_advisor.py", "Advisor", ":material/lightbulb:", "advisor", ()),
+    ("page_overview.py", "Overview", ":material/speed:", "overview"),
+    ("page_routes.py", "Routes & models", ":material/table_chart:", "routes"),
+    ("page_traces.py", "Trace explorer", ":material/waterfall_chart:", "traces"),
+    ("page_budgets.py", "Budgets & alerts", ":material/notifications:", "budgets"),
+    ("page_advisor.py", "Advisor", ":material/lightbulb:", "advisor"),
 )
 # A local file: a material icon name as page_icon makes the browser fetch the favicon from a font CDN.
 FAVICON = Path(__file__).with_name("favicon.png")
@@ -31,11 +30,10 @@ def main() -> None:
     st.set_page_config(page_title="agentlat", page_icon=str(FAVICON), layout="wide")
     pages = [
         st.Page(path, title=title, icon=icon, url_path=url, default=i == 0)
-        for i, (path, title, icon, url, _) in enumerate(PAGES)
+        for i, (path, title, icon, url) in enumerate(PAGES)
     ]
     page = st.navigation(pages)
-    shown = next(needs for _, title, _, _, needs in PAGES if title == page.title)
-    ui.sidebar(shown)
+    ui.sidebar()
     sidebar_done = time.time()
     try:
         page.run()

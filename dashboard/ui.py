@@ -32,11 +32,9 @@ BUDGETS_HELP = "start the server with `--budgets FILE` (see docs/budgets.md)"
 A = TypeVar("A", bound=Answer)
 _run = threading.local()  # this script run's time in fetch (each run has its own thread)
 # Streamlit's browser code loads what draws plotly charts (4.7 MB, ~1 s to compile and run on 2 cores) and tables
-# only when a page first shows one: after the page's data. A page that shows one asks for its chunk as its script
-# starts, so the browser loads and compiles it while the script waits for the query API; the other chunks are asked
-# for once the page is drawn and the browser idle (a person reading it), so they are ready before the pages that need
-# them without slowing this one down. Names as Streamlit's build calls these chunks; one not found is skipped
-# (tests/test_dashboard_figures.py checks they are found).
+# only when a page first shows one. Asked for once the page is drawn and the browser idle (a person reading it), they
+# are ready before the pages that need them; asked for earlier, they slow the first page down. Names as Streamlit's
+# build calls these chunks; one not found is skipped (tests/test_dashboard_figures.py checks they are found).
 LAZY_CHUNKS = ("PlotlyChart", "DataFrame")
 _PRELOAD = """<script>(() => {
   const entry = document.querySelector('script[type="module"][src*="/static/js/index."]');
@@ -57,11 +55,10 @@ _PRELOAD = """<script>(() => {
     check();
   });
   const idle = () => new Promise(done => (window.requestIdleCallback || (f => setTimeout(f, 1000)))(done));
-  const load = name => import(new URL(name, entry.src).href).catch(() => {});
-  const [now, later] = %s;
-  now.forEach(load);
   let loaded = drawn();
-  for (const name of later) loaded = loaded.then(idle).then(() => load(name));
+  for (const name of %s) {
+    loaded = loaded.then(idle).then(() => import(new URL(name, entry.src).href)).catch(() => {});
+  }
 })();</script>"""
 
 # What the pages after the first need and the Overview does not (pandas for tables, its Styler, Arrow): imported in the
@@ -195,20 +192,15 @@ def lazy_chunks() -> tuple[str, ...]:
     return tuple(names[0] for names in found if len(names) == 1)
 
 
-def preload_chunks(shown: tuple[str, ...] = ()) -> None:
-    """Have the browser load ``lazy_chunks()`` (once per page load): those of the ``LAZY_CHUNKS`` kinds this page
-    ``shown`` at once, the others one by one when it is idle after drawing the page."""
+def preload_chunks() -> None:
+    """Have the browser load ``lazy_chunks()`` one by one when it is idle (once per page load)."""
     if chunks := lazy_chunks():
-        now = [c for c in chunks if c.split(".")[0] in shown]
-        later = [c for c in chunks if c not in now]
-        st.html(_PRELOAD % json.dumps([now, later]), unsafe_allow_javascript=True)
+        st.html(_PRELOAD % json.dumps(chunks), unsafe_allow_javascript=True)
 
 
-def sidebar(shown: tuple[str, ...] = ()) -> Scope:
-    """Window, service and route pickers in the sidebar, bound to the URL; options from the API. ``shown``: the
-    ``LAZY_CHUNKS`` kinds the page about to run shows (its browser code is asked for first)."""
+def sidebar() -> Scope:
+    """Window, service and route pickers in the sidebar, bound to the URL; options from the API."""
     with st.sidebar:
-        preload_chunks(shown)
         st.markdown("**agentlat** · latency for LLM agents")
         st.caption(f"reading {api_url()}")
         window = url_select(
@@ -222,6 +214,7 @@ def sidebar(shown: tuple[str, ...] = ()) -> Scope:
         route = url_select("Route", "route", routes, format_func=lambda r: r or "all routes")
         if st.button("Refresh", icon=":material/refresh:", width="stretch"):
             _fetch.clear()
+        preload_chunks()
     chosen = Scope(window, service, route)
     st.session_state["_scope"] = chosen
     return chosen

@@ -570,6 +570,20 @@ DIALECT_CASES = [
         {**MODEL, "Dialect": "openinference", "Operation": "chat"},
     ),
     Case(
+        # LlamaIndex: every traced method of a model object has kind LLM; this one only builds the call's arguments
+        "openinference-private-method-of-a-model-is-no-call",
+        "OpenAILike._prepare_chat_with_tools",
+        {"openinference.span.kind": "LLM", "llm.invocation_parameters": '{"model": "m"}'},
+        {"Role": "other", "Dialect": "openinference"},
+    ),
+    Case(
+        # DSPy's call is LM.__call__: a dunder is no private method
+        "openinference-dunder-method-of-a-model-is-the-call",
+        "LM.__call__",
+        {"openinference.span.kind": "LLM"},
+        {**MODEL, "Dialect": "openinference", "Operation": "chat"},
+    ),
+    Case(
         "openinference-cache-read-from-output-value",
         "generation",
         {
