@@ -343,8 +343,9 @@ class TraceAnalysis(Row):
     root_name: str
     partial: bool
     split_complete: bool = Field(
-        description="false for an agent run whose model calls are in traces of their own: model and orchestration "
-        "time unknown (null), tool time measured"
+        description="false where the trace does not time its model calls: an agent run whose model calls are in "
+        "traces of their own, or a call that returned its stream before the first chunk with nothing timing the rest "
+        "of it; model and orchestration time unknown (null), tool time measured"
     )
     e2e_ms: float
     model_ms: float | None

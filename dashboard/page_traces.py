@@ -153,16 +153,26 @@ def split_table(analysis: TraceAnalysis) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["part", "on critical path", "share", "plain sum"])
 
 
+def _incomplete_split_reason(analysis: TraceAnalysis) -> str:
+    unknown = (
+        "so model and orchestration time are not known here (and this trace is left out of the split's percentiles)"
+    )
+    if analysis.model_calls == 0:
+        return (
+            f"No model call in this agent run's trace: its instrumentation exported each call as a trace of its own, "
+            f"{unknown}. docs/trace-analysis.md says how to keep the calls in the run's trace."
+        )
+    return (
+        f"A model call's span ended before its first chunk, and no span times the rest of its stream (whoever read "
+        f"it recorded nothing), {unknown}. Its TTFT and the tool time are measured."
+    )
+
+
 def _split(analysis: TraceAnalysis) -> None:
     st.metric("E2E", fmt.ms(analysis.e2e_ms))
     st.dataframe(split_table(analysis), hide_index=True, width="stretch", key="split_table")
     if not analysis.split_complete:
-        st.warning(
-            "No model call in this agent run's trace: its instrumentation exported each call as a trace of its own, "
-            "so model and orchestration time are not known here (and this trace is left out of the split's "
-            "percentiles). docs/trace-analysis.md says how to keep the calls in the run's trace.",
-            icon=":material/call_split:",
-        )
+        st.warning(_incomplete_split_reason(analysis), icon=":material/call_split:")
     facts = {
         "first TTFT": fmt.ms(analysis.first_ttft_ms),
         "model calls": fmt.count(analysis.model_calls),

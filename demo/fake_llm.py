@@ -477,7 +477,7 @@ def _anthropic_error(status: int) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": f"fake {status} answer"}, "request_id": "req_fake"}
 
 
-def _asked(path: str, body: dict[str, Any]) -> tuple[str, bool, bool]:
+def asked(path: str, body: Mapping[str, Any]) -> tuple[str, bool, bool]:
     """(model, streamed, tools wanted) of an OpenAI or Anthropic request: all in its body."""
     return body.get("model", ""), bool(body.get("stream")), bool(body.get("tools")) and not has_tool_result(body)
 
@@ -488,7 +488,7 @@ class _Route:
     stream: Callable[[_Answer], list[Event]]
     error: Callable[[int], dict[str, Any]]
     request_id_header: str
-    asked: Callable[[str, dict[str, Any]], tuple[str, bool, bool]] = _asked  # from the request's path and body
+    asked: Callable[[str, dict[str, Any]], tuple[str, bool, bool]] = asked  # from the request's path and body
     whole_calls: bool = False  # each tool call in one content chunk
 
 

@@ -62,6 +62,8 @@ DERIVED_COLUMNS: tuple[Column, ...] = (
     Column("Model", pa.string()),
     Column("Tool", pa.string()),
     Column("ToolCallId", pa.string()),
+    # On a model span: the ids of the tool calls its answer asked for, in order, separated by spaces
+    Column("AnswerToolCallIds", pa.string()),
     Column("Agent", pa.string()),
     Column("Route", pa.string()),
     Column("ConversationId", pa.string()),

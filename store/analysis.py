@@ -29,6 +29,7 @@ INPUT_COLUMNS = {
     "trace_id": "TraceId", "span_id": "SpanId", "parent_span_id": "ParentSpanId", "name": "SpanName",
     "service": "ServiceName", "role": "Role", "is_server_span": "IsServerSpan", "status": "StatusCode",
     "route": "Route", "agent": "Agent", "model": "Model", "tool": "Tool", "tool_call_id": "ToolCallId",
+    "answer_tool_calls": "AnswerToolCallIds",
     "ttft_ms": "TtftMs", "queue_ms": "QueueMs", "prefill_ms": "PrefillMs", "decode_ms": "DecodeMs",
     "input_tokens": "InputTokens", "output_tokens": "OutputTokens", "cache_read_tokens": "CacheReadTokens",
     "cache_creation_tokens": "CacheCreationTokens", "spec_proposed_tokens": "SpecProposedTokens",

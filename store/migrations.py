@@ -617,6 +617,13 @@ TRACE_SPAN_COUNT = (
 ATTRIBUTE_COPIES_DDL = "ALTER TABLE otel_traces ADD COLUMN IF NOT EXISTS AttributeCopies UInt8 DEFAULT 0 CODEC(ZSTD(3))"
 
 
+# Issue 38: the tool calls a model's answer asked for (collector/normalise: Vercel AI's ai.response.toolCalls,
+# OpenInference's output messages). The analysis reads them: an answer that its tools' run held open ended its
+# stream when the last of them started (docs/trace-analysis.md). Rows written before it have none.
+_ANSWER_TOOL_CALLS_COLUMN = "AnswerToolCallIds String DEFAULT '' CODEC(ZSTD(1)) AFTER ToolCallId"
+ANSWER_TOOL_CALLS_DDL = f"ALTER TABLE otel_traces ADD COLUMN IF NOT EXISTS {_ANSWER_TOOL_CALLS_COLUMN}"
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -645,6 +652,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(18, "spans: a call or conversation id equal to its attribute stored once", (ATTRIBUTE_COPIES_DDL,)),
     Migration(19, "analysis rows: whether the trace held its model calls", (TRACE_SPLIT_COLUMN,)),
     Migration(20, "analysis rows: the spans that are a call seen again", (TRACE_SEEN_AGAIN_COLUMN,)),
+    Migration(21, "spans: the tool calls a model's answer asked for", (ANSWER_TOOL_CALLS_DDL,)),
 )
 
 LEDGER_DDL = """

@@ -241,7 +241,18 @@ def test_call_directly_inside_a_call_is_the_same_call_counted_once() -> None:
     inner = model("sdk", "oi", 11, 459, input_tokens=1000, cache_read_tokens=0, ttft_ms=321.0)
     a = analyse([agent("r", "", 0, 500), outer, inner])
     assert (a.model_calls, a.model_sum_ns, a.model_ns) == (1, 450 * MS, 450 * MS)
-    assert (a.first_ttft_ms, a.cache_hit_ratio) == (None, 0.8)
+    # the request's figures come from the span that states the most of them (the inner one here), as its
+    # span-level figures do: its TTFT, and its cache pair
+    assert (a.first_ttft_ms, a.cache_hit_ratio) == (321.0, 0.0)
+    assert a.seen_again == (("oi", 10 * MS),)
+
+
+def test_a_request_seen_twice_takes_its_figures_from_whichever_span_states_them() -> None:
+    # LlamaIndex: the outer astream_chat states nothing, the inner one the first chunk (a stream it returned)
+    outer = model("outer", "r", 10, 12)
+    inner = model("inner", "outer", 11, 12, ttft_ms=300.0, input_tokens=1000, cache_read_tokens=800)
+    a = analyse([agent("r", "", 0, 500), outer, inner, model("next", "r", 400, 450, ttft_ms=20.0)])
+    assert (a.model_calls, a.first_ttft_ms, a.cache_hit_ratio) == (2, 300.0, 0.8)
 
 
 def test_a_call_inside_a_call_through_a_step_is_the_same_call_and_one_through_a_tool_is_another() -> None:
@@ -338,6 +349,44 @@ STREAM_END_CASES = [
         id="tool-inside-a-model-span-open-past-its-stream",
     ),
     pytest.param(
+        # Vercel AI SDK 6's doStream: its finish waits for the tool its answer asked for, which runs as its
+        # sibling, so nothing it states ends before the tool: the tool's start (the answer's last call) does
+        [
+            model("m", "r", 10, 600, ttft_ms=300.0, answer_tool_calls=("call_0",)),
+            tool("t", "r", 400, 598, tool_call_id="call_0"),
+        ],
+        (700, 390, 198, 112),
+        (390, 198),
+        id="sibling-tool-its-answer-asked-for-inside-a-model-span",
+    ),
+    pytest.param(
+        # two calls in one answer: the stream had ended by the later start; the earlier tool ran beside the
+        # stream's end and is on the path from its own start
+        [
+            model("m", "r", 10, 600, ttft_ms=300.0, decode_ms=200.0, answer_tool_calls=("a", "b")),
+            tool("ta", "r", 380, 590, tool_call_id="a"),
+            tool("tb", "r", 400, 560, tool_call_id="b"),
+        ],
+        (700, 370, 210, 120),
+        (390, 370),
+        id="answer-with-two-tool-calls-held-open",
+    ),
+    pytest.param(
+        # evidence that does not bound the stream: a tool that outlives the span (it ran beside a stream that
+        # went on), one the answer names that no span ran, a tool started with the call
+        [
+            model("m1", "r", 10, 300, answer_tool_calls=("x",)),
+            tool("tx", "r", 200, 320, tool_call_id="x"),
+            model("m2", "r", 330, 500, answer_tool_calls=("y", "nowhere")),
+            tool("ty", "r", 400, 450, tool_call_id="y"),
+            model("m3", "r", 510, 600, answer_tool_calls=("z",)),
+            tool("tz", "m3", 510, 550, tool_call_id="z"),
+        ],
+        (700, 410, 160, 130),
+        (550, 210),
+        id="answer-tools-that-bound-no-stream",
+    ),
+    pytest.param(
         # LlamaIndex's astream_chat: returns the stream at 11 and someone else reads it; first chunk at 310
         [model("m", "r", 10, 11, ttft_ms=300.0)],
         (700, 300, 0, 400),
@@ -407,6 +456,16 @@ def test_past_its_stream_a_model_span_is_its_parents_time_piece_by_piece() -> No
         ("outer", 450, 500, "tool"),
         ("t", 500, 600, "tool"),
     ]
+
+
+def test_a_stream_read_past_what_any_span_states_leaves_the_split_incomplete() -> None:
+    """A call that returned its stream before its first chunk and states no decode: the rest of its stream is
+    timed by nothing, so model and orchestration time are unknown (LlamaIndex's astream_chat)."""
+    returned = analyse([agent("r", "", 0, 700), model("m", "r", 10, 11, ttft_ms=300.0)])
+    assert (returned.split_complete, returned.first_ttft_ms, returned.model_calls) == (False, 300.0, 1)
+    assert analyse([agent("r", "", 0, 700), model("m", "r", 10, 11, ttft_ms=300.0, decode_ms=140.0)]).split_complete
+    assert analyse([agent("r", "", 0, 700), model("m", "r", 10, 309.5, ttft_ms=300.0)]).split_complete  # 1 ms slack
+    assert not analyse([agent("r", "", 0, 700), model("m", "r", 10, 308.9, ttft_ms=300.0)]).split_complete
 
 
 def test_an_agent_run_without_model_calls_has_no_complete_split() -> None:

@@ -584,6 +584,21 @@ DIALECT_CASES = [
         {**MODEL, "Dialect": "openinference", "Operation": "chat"},
     ),
     Case(
+        "openinference-answer-tool-calls-from-output-messages",
+        "OpenAILike.astream_chat",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_0",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather",
+            "llm.output_messages.0.message.tool_calls.1.tool_call.id": "call_1",
+            "llm.output_messages.0.message.tool_calls.2.tool_call.id": "",
+            "llm.input_messages.0.message.tool_calls.0.tool_call.id": "asked-before",
+        },
+        {**MODEL, "Dialect": "openinference", "Operation": "chat", "Streaming": 1}
+        | {"AnswerToolCallIds": "call_0 call_1"},
+    ),
+    Case(
         "openinference-cache-read-from-output-value",
         "generation",
         {
@@ -990,6 +1005,35 @@ DIALECT_CASES = [
             "InputTokens": 20,
             "OutputTokens": 30,
         },
+    ),
+    Case(
+        # AI SDK 6 holds a streamed step's finish until its tools return: msToFinish times them too, no decode
+        "vercel-streamed-step-that-asked-for-tools-states-no-decode",
+        "ai.streamText.doStream",
+        {
+            "ai.operationId": "ai.streamText.doStream",
+            "ai.response.msToFirstChunk": 305.4,
+            "ai.response.msToFinish": 648.3,
+            "ai.response.finishReason": "tool-calls",
+            "ai.response.toolCalls": '[{"type":"tool-call","toolCallId":"call_0","toolName":"get_weather",'
+            '"input":{}},{"toolCallId":"call_1"},{"toolCallId":7},"junk"]',
+        },
+        {**MODEL, "Dialect": "vercel", "Operation": "chat", "Streaming": 1, "TtftMs": 305.4}
+        | {"AnswerToolCallIds": "call_0 call_1"},
+    ),
+    Case(
+        # a whole step's answer asks for tools too
+        "vercel-whole-step-keeps-its-answer-tool-calls",
+        "ai.generateText.doGenerate",
+        {"ai.operationId": "ai.generateText.doGenerate", "ai.response.toolCalls": '[{"toolCallId": "c9"}]'},
+        {**MODEL, "Dialect": "vercel", "Operation": "chat", "AnswerToolCallIds": "c9"},
+    ),
+    Case(
+        # a toolCalls that is no JSON list asks for nothing: the decode stands
+        "vercel-tool-calls-not-json",
+        "ai.streamText.doStream",
+        {"ai.response.toolCalls": "not json", "ai.response.msToFirstChunk": 5, "ai.response.msToFinish": 9},
+        {**MODEL, "Dialect": "vercel", "Operation": "chat", "Streaming": 1, "TtftMs": 5.0, "DecodeMs": 4.0},
     ),
     Case(
         "vercel-top-level-call-is-agent",

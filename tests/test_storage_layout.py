@@ -210,10 +210,13 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
         "ALTER TABLE `agentlat`.otel_traces_trace_id_ts_mv MODIFY",  # its view, reading the local spans table
         "ALTER TABLE `agentlat`.otel_traces_local ADD",  # migration 18: ids kept once beside their attribute
         "ALTER TABLE `agentlat`.otel_traces ADD",
+        "ALTER TABLE `agentlat`.otel_traces_local ADD",  # migration 21: the tool calls an answer asked for
+        "ALTER TABLE `agentlat`.otel_traces ADD",
     ]
     assert "MODIFY COLUMN Timestamp CODEC(T64('bit'), ZSTD(3))" in alters[5]
-    assert "FROM `agentlat`.otel_traces_local" in alters[-3] and "count() AS Spans" in alters[-3]
-    assert all("ADD COLUMN IF NOT EXISTS AttributeCopies UInt8" in s for s in alters[-2:])
+    assert "FROM `agentlat`.otel_traces_local" in alters[-5] and "count() AS Spans" in alters[-5]
+    assert all("ADD COLUMN IF NOT EXISTS AttributeCopies UInt8" in s for s in alters[-4:-2])
+    assert all("ADD COLUMN IF NOT EXISTS AnswerToolCallIds String" in s for s in alters[-2:])
     trace_rows = [s.split(" ON CLUSTER")[0] for s in statements if "MODIFY COLUMN CriticalPath" in s]  # migration 15
     assert trace_rows == ["ALTER TABLE `agentlat`.agentlat_traces_local", "ALTER TABLE `agentlat`.agentlat_traces"]
     rollups = [s.split(" ON CLUSTER")[0] for s in statements if "MODIFY COLUMN Digest CODEC" in s]  # migration 16
@@ -221,24 +224,29 @@ def test_cluster_mode_sets_codecs_on_both_tables_and_drops_indexes_on_local_ones
 
 
 # A store at ``data`` with the migrations before VERSION applied and recorded, as an older release left it.
-# Releases before migration 18 wrote spans without AttributeCopies (``insert_as_before``); today's reads of
-# such a store see the column as an alias of 0 (nothing kept once) until ``migrate`` drops the alias and
-# runs the migrations. ``without_copies``: a row without that column, to compare rows across migration 18.
+# Releases before migrations 18 and 21 wrote spans without AttributeCopies and AnswerToolCallIds
+# (``insert_as_before``); today's reads of such a store see them as aliases of their defaults until ``migrate``
+# drops the aliases and runs the migrations. ``without_later``: a row without those columns, to compare rows across
+# migrations 18 and 21.
 MIGRATED_BEFORE = """
 from agentlat.store.schema import at_stored_resolution
 
+LATER_COLUMNS = {"AttributeCopies": "UInt8 ALIAS 0", "AnswerToolCallIds": "String ALIAS ''"}
+
 
 def insert_as_before(store, batch):
+    batch = batch.drop_columns([c for c in LATER_COLUMNS if c in batch.column_names])
     store.backend.insert_arrow("otel_traces", at_stored_resolution(batch), {"optimize_on_insert": 0})
 
 
 def migrate(store):
-    store.backend.execute("ALTER TABLE otel_traces DROP COLUMN IF EXISTS AttributeCopies")
+    for column in LATER_COLUMNS:
+        store.backend.execute(f"ALTER TABLE otel_traces DROP COLUMN IF EXISTS {column}")
     return store.migrate()
 
 
-def without_copies(row):
-    return {key: value for key, value in row.items() if key != "AttributeCopies"}
+def without_later(row):
+    return {key: value for key, value in row.items() if key not in LATER_COLUMNS}
 
 
 backend = ChdbBackend(data)
@@ -248,7 +256,8 @@ for migration in MIGRATIONS:
         for statement in migration.statements:
             backend.execute(with_ttl(statement, 30))
         backend.execute(f"INSERT INTO agentlat_migrations (Version, Name) VALUES ({migration.version}, '')")
-backend.execute("ALTER TABLE otel_traces ADD COLUMN AttributeCopies UInt8 ALIAS 0")
+for column, alias in LATER_COLUMNS.items():
+    backend.execute(f"ALTER TABLE otel_traces ADD COLUMN {column} {alias}")
 """
 
 UPGRADE = (
@@ -347,7 +356,8 @@ late = generate(np.random.default_rng(10), 20, now - 3600, now - 60)[0].drop_col
 TABLE = "SELECT {what} FROM system.tables WHERE database = currentDatabase() AND name = 'otel_traces'"
 COLUMNS = (
     "SELECT name, type, default_kind, default_expression, compression_codec "
-    "FROM system.columns WHERE database = currentDatabase() AND table = 'otel_traces' AND name != 'AttributeCopies' "
+    "FROM system.columns WHERE database = currentDatabase() AND table = 'otel_traces' "
+    "AND name NOT IN ('AttributeCopies', 'AnswerToolCallIds') "
     "ORDER BY position"
 )
 INDEXES = (
@@ -364,7 +374,7 @@ INGESTED = (
 
 
 def query(sql):
-    return [without_copies(row) for row in backend.query_arrow(sql).to_pylist()]
+    return [without_later(row) for row in backend.query_arrow(sql).to_pylist()]
 
 
 def ingested(final):  # each span's IngestedAt values: of every stored copy, or (FINAL) of the one queries see
@@ -548,7 +558,8 @@ ROLLUPS = {"agentlat_rollup_1m": "Minute", "agentlat_rollup_1h": "Hour", "agentl
 TABLES = ("otel_traces", "agentlat_traces", *ROLLUPS)
 CODECS = (
     "SELECT name, compression_codec FROM system.columns "
-    "WHERE database = currentDatabase() AND table = {table:String} AND name != 'AttributeCopies' ORDER BY position"
+    "WHERE database = currentDatabase() AND table = {table:String} "
+    "AND name NOT IN ('AttributeCopies', 'AnswerToolCallIds') ORDER BY position"
 )
 ROWS = {"otel_traces": "ProjectId, TraceId, SpanId", "agentlat_traces": "ProjectId, TraceId"}
 # A rollup as readers see it (FINAL: an hour recomputed at each pass is stored once a pass), digests as their
@@ -565,7 +576,7 @@ def codecs(table):
 
 def rows_of(table):
     sql = ROLLUP_ROWS.format(table=table) if table in ROLLUPS else f"SELECT * FROM {table} ORDER BY {ROWS[table]}"
-    return [without_copies(row) for row in backend.query_arrow(sql).to_pylist()]
+    return [without_later(row) for row in backend.query_arrow(sql).to_pylist()]
 
 
 def stored():

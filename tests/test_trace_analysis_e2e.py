@@ -297,3 +297,78 @@ def test_trace_list_holds_rooted_rootless_and_unanalysed_traces(fast: ServerProc
     by_tool = fast.get("/api/v1/traces", tool="a", route="/listed", window="1h").json()["traces"]
     assert {t["trace_id"] for t in by_tool} == {rooted[0].trace_id, rootless[0].trace_id}
     assert fast.get("/api/v1/traces", tool="nope", route="/listed", window="1h").json()["traces"] == []
+
+
+def vercel_step_trace(base: int) -> list[SpanSpec]:
+    """Vercel AI SDK 6, a streamed step that asked for a tool: doStream 0-650 (first chunk at 300, msToFinish 648: it
+    held its finish until the tool returned), ai.toolCall 450-650 beside it, the next step 652-1000."""
+    trace_id, root = new_trace_id(), new_span_id()
+    vercel = {"ai.telemetry.functionId": "weather_agent", "ai.model.id": "m1"}
+
+    def step(start: int, end: int, first: float, finish: float, **more: str) -> SpanSpec:
+        attrs = {**vercel, "ai.operationId": "ai.streamText.doStream", "ai.response.msToFirstChunk": first,
+                 "ai.response.msToFinish": finish, **more}  # fmt: skip
+        return SpanSpec("ai.streamText.doStream", trace_id=trace_id, parent_span_id=root, start_ns=base + start * MS,
+                        duration_ns=(end - start) * MS, attributes=attrs)  # fmt: skip
+
+    return [
+        SpanSpec(
+            "ai.streamText",
+            trace_id=trace_id,
+            span_id=root,
+            start_ns=base,
+            duration_ns=1000 * MS,
+            attributes={**vercel, "ai.operationId": "ai.streamText"},
+        ),
+        step(0, 650, 300.0, 648.0, **{"ai.response.toolCalls": '[{"toolCallId": "call_0", "toolName": "get"}]'}),
+        SpanSpec(
+            "ai.toolCall",
+            trace_id=trace_id,
+            parent_span_id=root,
+            start_ns=base + 450 * MS,
+            duration_ns=200 * MS,
+            attributes={
+                **vercel,
+                "ai.operationId": "ai.toolCall",
+                "ai.toolCall.name": "get",
+                "ai.toolCall.id": "call_0",
+            },
+        ),
+        step(652, 1000, 300.0, 340.0),
+    ]
+
+
+def test_a_streamed_step_held_open_for_its_tool_ends_its_model_time_where_the_tool_began(fast: ServerProcess) -> None:
+    """The tool its answer asked for (ai.response.toolCalls, ai.toolCall.id) ran inside the step's span: the step's
+    stream had ended when the tool began, so the tool's time is tool time and the step states no decode."""
+    spans = vercel_step_trace(time.time_ns() - 60_000 * MS)
+    ingest(fast, spans)
+    a = analysis(fast, spans[0].trace_id, span_count=4)
+    assert (a["e2e_ms"], a["model_ms"], a["tool_ms"], a["orchestration_ms"]) == (1000.0, 790.0, 200.0, 10.0)
+    assert (a["model_sum_ms"], a["first_ttft_ms"], a["model_calls"], a["tool_calls"]) == (790.0, 300.0, 2, 1)
+    stored = {s["span_id"]: s["derived"] for s in fast.get(f"/api/v1/traces/{spans[0].trace_id}").json()["spans"]}
+    first, last = stored[spans[1].span_id], stored[spans[3].span_id]
+    assert (first["AnswerToolCallIds"], first["DecodeMs"], last["DecodeMs"]) == ("call_0", None, 40.0)
+
+
+def test_a_stream_read_after_its_span_ended_leaves_the_split_unknown(fast: ServerProcess) -> None:
+    """LlamaIndex: astream_chat returns its stream at 2 ms (an outer and an inner span of one request, the inner one
+    with the first-token event at 300 ms); the agent's step reads the rest and records nothing of it."""
+    base, trace_id, root, step, outer = time.time_ns() - 60_000 * MS, new_trace_id(), *(new_span_id() for _ in "abc")
+    llm = {"openinference.span.kind": "LLM", "llm.model_name": "m1"}
+    spans = [
+        SpanSpec("FunctionAgent.run", trace_id=trace_id, span_id=root, start_ns=base, duration_ns=900 * MS,
+                 attributes={"openinference.span.kind": "CHAIN"}),
+        SpanSpec("BaseWorkflowAgent.run_agent_step", trace_id=trace_id, span_id=step, parent_span_id=root,
+                 start_ns=base, duration_ns=460 * MS, attributes={"openinference.span.kind": "CHAIN"}),
+        SpanSpec("OpenAILike.astream_chat", trace_id=trace_id, span_id=outer, parent_span_id=step,
+                 start_ns=base + 1 * MS, duration_ns=2 * MS, attributes=llm),
+        SpanSpec("OpenAILike.astream_chat", trace_id=trace_id, parent_span_id=outer, start_ns=base + 1 * MS,
+                 duration_ns=1 * MS, attributes=llm, events=[("First Token Stream Event", base + 301 * MS, {})]),
+        SpanSpec("FunctionTool.acall", trace_id=trace_id, parent_span_id=root, start_ns=base + 470 * MS,
+                 duration_ns=200 * MS, attributes={"openinference.span.kind": "TOOL", "tool.name": "get"}),
+    ]  # fmt: skip
+    ingest(fast, spans)
+    a = analysis(fast, trace_id, span_count=5)
+    assert (a["split_complete"], a["model_ms"], a["orchestration_ms"], a["tool_ms"]) == (False, None, None, 200.0)
+    assert (a["model_calls"], a["first_ttft_ms"]) == (1, 300.0)

@@ -367,6 +367,10 @@ def spans_by_trace(spans: pa.Table) -> dict[str, list[SpanRecord]]:
     calls = spans.column("tool_calls")
     for i, events in _where(calls, pc.and_(pc.greater(pc.list_value_length(calls), 0), is_model)):
         column["tool_calls"][i] = _streamed(column["start_ns"][i], events)
+    column["answer_tool_calls"] = [()] * n
+    asked = spans.column("answer_tool_calls")
+    for i, text in _where(asked, pc.and_(_non_empty_text(asked), is_model)):
+        column["answer_tool_calls"][i] = tuple(text.split())
     records = map(SpanRecord, *(column[name] for name in _RECORD_FIELDS))
     by_trace: dict[str, list[SpanRecord]] = {}
     for trace_id, record in zip(spans.column("trace_id").to_pylist(), records, strict=True):
@@ -385,7 +389,9 @@ def _where(values: pa.ChunkedArray, mask: pa.ChunkedArray) -> Iterable[tuple[int
 
 
 _RECORD_FIELDS = [f.name for f in fields(SpanRecord)]
-_DERIVED_FIELDS = ("is_server_span", "error", "response_id", "depends_on", "args_ready_ns", "tool_calls")
+_DERIVED_FIELDS = (
+    *("is_server_span", "error", "response_id", "depends_on", "args_ready_ns", "tool_calls", "answer_tool_calls"),
+)
 _PLAIN_COLUMNS = [name for name in _RECORD_FIELDS if name not in _DERIVED_FIELDS]  # as the input holds them
 _INT64 = re.compile(r"[+-]?[0-9]{1,19}")
 

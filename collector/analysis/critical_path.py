@@ -56,10 +56,14 @@ Attribution
   phase spans and server spans count as model; a model call inside a tool counts as model), else
   to orchestration, so model_ns + tool_ns + orchestration_ns == e2e_ns. Model segments inside a
   ``queue``/``prefill``/``decode`` phase span (or its descendants) also count in queue_ns etc.
-  A client model call that states its stream's end (start + TTFT + decode) before its own end is skipped in
-  that search for time at or after its stream's end: the span stayed open past its stream (Vercel AI's
-  doStream holds the tool call its stream asked for), and that time is what runs in it or what encloses it,
-  never model time for being inside a model span.
+  A client model call whose stream is known to have ended before its own end is skipped in that search for time
+  at or after its stream's end: the span stayed open past its stream, and that time is what runs in it or what
+  encloses it, never model time for being inside a model span. Its stream's end is known from what it states
+  (start + TTFT + decode), or from the tools its answer asked for (``answer_tool_calls``): an answer ends with its
+  tool calls, so when the first tool span of each of those call ids started after the call and ended by its end
+  (Vercel AI's doStream holds its answer's finish until the tools have returned), the stream had ended by the
+  latest of their starts; the earlier of the two. Walked past that end, the call adopts the siblings that lie
+  inside it and end after it, as a span of no category does: the tools it waited for run beside it, not in it.
 
 Plain sums and counts
   A client model call has role model, is not a server span and is not a phase span, and no client
@@ -81,8 +85,12 @@ Plain sums and counts
   then the first to start), since a wrapper often records the call's timing and the inner span its usage.
   model_sum_ns / tool_sum_ns are plain sums of client model call / tool call durations (nested calls count in
   both; a model call to its stream's end where it states an earlier one). split_complete is False for a trace
-  with an agent span and no model span: an agent asks a model, so its calls were exported as traces of their own
-  and its model and orchestration time are unknown (the store leaves it out of the split's rollups).
+  with an agent span and no model span (an agent asks a model, so its calls were exported as traces of their
+  own), and for one with a client model call whose first chunk (start + TTFT) came more than 1 ms after its end
+  and that states no decode (it returned its stream, someone else read it, and nothing times the stream's end):
+  its model and orchestration time are unknown (the store leaves it out of the split's rollups). The trace's
+  first TTFT and its cache and speculative ratios take each request's figures from whichever of its spans states
+  them, the one stating the most first.
   parallelism = (model_sum_ns + tool_sum_ns) / (model_ns + tool_ns), 1.0 when the denominator is 0. A server
   span joins the nearest client model call above it (outermost server spans only); server_ns sums joined server
   spans and client_wait_ns sums, per joined model call, max(0, call duration - its server time). Cache and
@@ -183,6 +191,7 @@ class SpanRecord:
     prefetch_wasted_ms: float | None = None
     response_id: str = ""  # gen_ai.response.id: two model calls with the same one are one call
     tool_calls: tuple[StreamedToolCall, ...] = ()  # on a model span: the tool calls it streamed
+    answer_tool_calls: tuple[str, ...] = ()  # on a model span: the ids of the tool calls its answer asked for
     args_ready_ns: int | None = None  # on a tool span: when its arguments were complete in the stream (unix ns)
 
 
@@ -266,7 +275,7 @@ class TraceAnalysis:
     tool_sum_ns: int
     parallelism: float
     model_calls: int
-    split_complete: bool  # False: its model calls are in other traces, so model and orchestration time are unknown
+    split_complete: bool  # False: its model calls' time is not all in it, so model and orchestration are unknown
     tool_calls: int
     errors: int
     span_count: int
@@ -328,6 +337,7 @@ class _Tree:
     is_call: list[bool]  # per span: a client model call
     is_tool: list[bool]
     reach: list[int]  # per span: its end, or later if a child of its service outlives it
+    stream_end: list[int | None]  # per model span: when its stream ended, where known and before the span's end
 
 
 def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
@@ -337,9 +347,10 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
     tree = _assemble(spans)
     links = _dispatch_links(tree) if any(s.tool_calls or s.args_ready_ns is not None for s in tree.spans) else {}
     segments, split, windows = _walk(tree)
+    views = _views(tree) if sum(map(_is_client_call, tree.spans)) > sum(tree.is_call) else {}
     groups = _parallel_groups(tree, windows)
     root, ordered = tree.spans[tree.root], tree.spans
-    model_sum, tool_sum = _model_sum(ordered, tree.is_call), _sum(ordered, tree.is_tool)
+    model_sum, tool_sum = _model_sum(tree), _sum(ordered, tree.is_tool)
     on_path = split[MODEL] + split[TOOL]
     path = sorted((lo, depth, i) for i, (lo, _, depth) in windows.items())
     return _trace_analysis(
@@ -363,17 +374,17 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
         tool_sum_ns=tool_sum,
         parallelism=(model_sum + tool_sum) / on_path if on_path > 0 else 1.0,
         model_calls=sum(tree.is_call),
-        split_complete=_split_complete(ordered),
+        split_complete=_split_complete(spans),
         tool_calls=sum(tree.is_tool),
         errors=sum(s.error for s in ordered),
         span_count=len(ordered),
-        first_ttft_ms=next((s.ttft_ms for s in compress(ordered, tree.is_call) if s.ttft_ms is not None), None),
+        first_ttft_ms=_first_ttft(tree, views),
         parallelisable=tuple(groups),
         parallel_saving_ns=sum(g.saving_ns for g in groups),
-        seen_again=_seen_again(tree),
+        seen_again=_seen_again(tree, views),
         **_dispatch(tree, windows, links),
         **_prefetch(ordered),
-        **_server_join(tree),
+        **_server_join(tree, views),
     )
 
 
@@ -406,7 +417,8 @@ def _assemble(spans: Sequence[SpanRecord]) -> _Tree:
         if p != -1 and reach[i] > reach[p] and _same_clock(ordered[i], ordered[p]):
             reach[p] = reach[i]
     is_tool = _tool_calls(ordered, parent, order)
-    return _Tree(ordered, parent, children, order, root, partial, lo, hi, is_call, is_tool, reach)
+    stream_end = _stream_ends(ordered)
+    return _Tree(ordered, parent, children, order, root, partial, lo, hi, is_call, is_tool, reach, stream_end)
 
 
 def _dedupe(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
@@ -523,21 +535,39 @@ def _tool_calls(ordered: list[SpanRecord], parent: list[int], order: list[int]) 
     return counted
 
 
-def _seen_again(tree: _Tree) -> tuple[tuple[str, int], ...]:
+def _views(tree: _Tree) -> dict[int, list[int]]:
+    """Each counted client call that other client spans see again -> its spans, the one stating the most figures
+    first (ties: the outer one, then the first to start): one request, whichever span of it states a figure."""
+    spans = tree.spans
+    members: dict[int, list[int]] = {}  # a counted call -> its spans, itself first
+    for i, span in enumerate(spans):
+        if _is_client_call(span) and not tree.is_call[i]:
+            members.setdefault(_call_seen_again(tree, i), []).append(i)
+    views = {}
+    for call, seen in members.items():
+        group = [call, *seen]
+        kept = max(group, key=lambda i: (_figures_stated(spans[i]), -group.index(i)))
+        views[call] = [kept, *(i for i in group if i != kept)]
+    return views
+
+
+def _seen_again(tree: _Tree, views: dict[int, list[int]]) -> tuple[tuple[str, int], ...]:
     """The spans that span-level figures leave out (module docstring, Plain sums and counts): a tool span that is
     an outer call seen again, and of one model request's spans all but the one stating the most figures."""
     spans = tree.spans
     again = [i for i, s in enumerate(spans) if (s.role == TOOL and not tree.is_tool[i])]
-    seen = [i for i, s in enumerate(spans) if _is_client_call(s) and not tree.is_call[i]]
-    if seen:
-        members: dict[int, list[int]] = {}  # a counted call -> its spans, itself first
-        for i in seen:
-            members.setdefault(_call_seen_again(tree, i), []).append(i)
-        for call, views in members.items():
-            group = [call, *views]
-            kept = max(group, key=lambda i: (_figures_stated(spans[i]), -group.index(i)))
-            again.extend(i for i in group if i != kept)
+    again.extend(i for group in views.values() for i in group[1:])
     return tuple((spans[i].span_id, spans[i].start_ns) for i in sorted(again))
+
+
+def _first_ttft(tree: _Tree, views: dict[int, list[int]]) -> float | None:
+    """The TTFT of the first counted call that states one, on any of its spans."""
+    spans = tree.spans
+    for m in compress(range(len(spans)), tree.is_call):
+        for i in views.get(m, (m,)):
+            if spans[i].ttft_ms is not None:
+                return spans[i].ttft_ms
+    return None
 
 
 def _call_seen_again(tree: _Tree, i: int) -> int:
@@ -610,7 +640,9 @@ def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tup
     spans, children, reach = tree.spans, tree.children, tree.reach
     own: list[tuple[str, int, int, str, str]] = []  # (span id, lo, hi, category, phase) of each span's own time
     windows: dict[int, tuple[int, int, int]] = {}
-    attribution, _ = _attribution(spans[tree.root], _ORCHESTRATION_ONLY)
+    attribution, _ = _attribution(spans[tree.root], _ORCHESTRATION_ONLY, tree.stream_end[tree.root])
+    # What each walked span's own time counts as: a span's follows its parent's, wherever the walk adopted it.
+    pieces: dict[int, _Pieces] = {tree.root: attribution}
     # (span, lo, hi, depth, what its own time counts as, the siblings it adopts)
     stack: list[tuple[int, int, int, int, _Pieces, list[int]]] = [(tree.root, tree.lo, tree.hi, 0, attribution, [])]
     while stack:
@@ -629,8 +661,11 @@ def _walk(tree: _Tree) -> tuple[list[PathSegment], dict[str, int], dict[int, tup
                     c_hi = cursor  # it overlapped the chosen one: until that started, the path is it
                 if c_hi < cursor:
                     _own_time(own, span_id, c_hi, cursor, attribution)
-                c_attribution, transparent = _attribution(spans[child], attribution)
-                inside = _enclosed(keyed, k) if transparent else []
+                outer = pieces[tree.parent[child]] if adopted else attribution
+                end = tree.stream_end[child]
+                c_attribution, transparent = _attribution(spans[child], outer, end)
+                pieces[child] = c_attribution
+                inside = _enclosed(keyed, k) if transparent else _enclosed(keyed, k, end) if end is not None else []
                 stack.append((child, c_lo, c_hi, depth + 1, c_attribution, inside))
                 cursor = c_lo
         if lo < cursor:
@@ -670,13 +705,13 @@ def _own_time(own: list[tuple[str, int, int, str, str]], span_id: str, lo: int, 
             own.append((span_id, a, b, category, phase if category == MODEL else ""))
 
 
-def _attribution(span: SpanRecord, outer: _Pieces) -> tuple[_Pieces, bool]:
+def _attribution(span: SpanRecord, outer: _Pieces, end: int | None) -> tuple[_Pieces, bool]:
     """What a span's own time counts as, given what its parent's does, and whether it is transparent: it has no
-    latency category of its own (not a model, tool, phase or server span). A model call whose stream ended before
-    the span did (``_stream_end``) is model time until then, and after it counts as its parent's time would."""
+    latency category of its own (not a model, tool, phase or server span). A model call whose stream ended (at
+    ``end``, from ``_stream_ends``) before the span did is model time until then, and after it counts as its
+    parent's time would."""
     role, phase = span.role, span.phase
     if role == MODEL and not span.is_server_span and not phase:
-        end = _stream_end(span) if span.decode_ms is not None else None
         if end is None:
             return _MODEL_ONLY, False
         return ((_ALWAYS, MODEL, ""), *_from(outer, end)), False
@@ -694,6 +729,42 @@ def _from(pieces: _Pieces, moment: int) -> _Pieces:
     later = [piece for piece in pieces if piece[0] > moment]
     current = next(piece for piece in reversed(pieces) if piece[0] <= moment)
     return ((moment, current[1], current[2]), *later)
+
+
+def _stream_ends(spans: list[SpanRecord]) -> list[int | None]:
+    """Per span, when a model span's stream ended, where it is known and earlier than the span's end: the stream
+    it states (start + TTFT + decode), or the start of the last tool its answer asked for when every one of them
+    ran inside it (``_answered_by_tools``); the earlier of the two."""
+    ends: list[int | None] = [None] * len(spans)
+    asked = [i for i, s in enumerate(spans) if s.answer_tool_calls and _is_client_call(s)]
+    for i, span in enumerate(spans):
+        if span.decode_ms is not None and _is_client_call(span):
+            ends[i] = _stream_end(span)
+    if asked:
+        first_tool: dict[str, SpanRecord] = {}
+        for span in spans:  # start order: the first tool span of each call id
+            if span.role == TOOL and span.tool_call_id:
+                first_tool.setdefault(span.tool_call_id, span)
+        for i in asked:
+            bound = _answered_by_tools(spans[i], first_tool)
+            if bound is not None:
+                stated = ends[i]
+                ends[i] = bound if stated is None else min(bound, stated)
+    return ends
+
+
+def _answered_by_tools(span: SpanRecord, first_tool: dict[str, SpanRecord]) -> int | None:
+    """A model answer that asked for tools ends with their calls, so its stream had ended by the time the last of
+    them started; when they all started after the span and ended by its end (the span held its answer open until
+    its tools returned: Vercel AI's doStream), that start is before the span's end and bounds its stream."""
+    starts = []
+    for call_id in span.answer_tool_calls:
+        tool = first_tool.get(call_id)
+        if tool is None or not span.start_ns < tool.start_ns <= tool.end_ns <= span.end_ns:
+            return None
+        starts.append(tool.start_ns)
+    bound = max(starts)
+    return bound if bound < span.end_ns else None
 
 
 def _stream_end(span: SpanRecord) -> int | None:
@@ -721,14 +792,15 @@ def _stretched(span: SpanRecord) -> SpanRecord:
 _NO_LONGER_NS = 86_400 * 10**9  # a stream stated to last longer than a day is no statement
 
 
-def _enclosed(keyed: list[tuple[int, int, int]], k: int) -> list[int]:
-    """The siblings after ``keyed[k]`` (latest end first) whose clamped interval lies inside its interval."""
-    lo = keyed[k][1]
+def _enclosed(keyed: list[tuple[int, int, int]], k: int, after: int | None = None) -> list[int]:
+    """The siblings after ``keyed[k]`` (latest end first) whose clamped interval lies inside its interval (and,
+    given ``after``, ends after it: what ran in a model span past its stream's end)."""
+    lo = keyed[k][1] if after is None else max(keyed[k][1], after)
     inside = []
     for neg_c_hi, c_lo, c in keyed[k + 1 :]:
-        if -neg_c_hi <= lo:  # this one and every later one end before keyed[k] starts
+        if -neg_c_hi <= lo:  # this one and every later one end before keyed[k] starts (or its stream ended)
             break
-        if c_lo >= lo:
+        if c_lo >= keyed[k][1]:
             inside.append(c)
     return inside
 
@@ -773,17 +845,27 @@ def _sum(spans: list[SpanRecord], keep: list[bool]) -> int:
     return sum([s.end_ns - s.start_ns for s in compress(spans, keep)])
 
 
-def _model_sum(spans: list[SpanRecord], calls: list[bool]) -> int:
-    """Client model calls' durations, each to its stream's end where it states an earlier one."""
-    ends = [(s.decode_ms is not None and _stream_end(s)) or s.end_ns for s in compress(spans, calls)]
+def _model_sum(tree: _Tree) -> int:
+    """Client model calls' durations, each to its stream's end where that is known to be earlier."""
+    spans, calls = tree.spans, tree.is_call
+    ends = [s.end_ns if end is None else end for s, end in compress(zip(spans, tree.stream_end, strict=True), calls)]
     return sum(ends) - sum([s.start_ns for s in compress(spans, calls)])
 
 
-def _split_complete(spans: list[SpanRecord]) -> bool:
-    """False for an agent run with no model span: an agent asks a model, so its calls went to another trace (an
-    instrumentation that starts a trace of its own per call) and its model time is not known here."""
+def _split_complete(spans: Sequence[SpanRecord]) -> bool:
+    """False where the trace does not time its model calls: an agent run with no model span (an agent asks a
+    model, so its calls went to another trace: an instrumentation that starts a trace of its own per call), or a
+    call that returned its stream before the first chunk and states no decode (someone else read the stream, and
+    nothing times its end: LlamaIndex's astream_chat)."""
     roles = {s.role for s in spans}
-    return MODEL in roles or sc.ROLE_AGENT not in roles
+    return (MODEL in roles or sc.ROLE_AGENT not in roles) and not any(map(_stream_read_untimed, spans))
+
+
+def _stream_read_untimed(span: SpanRecord) -> bool:
+    ttft = span.ttft_ms
+    if ttft is None or span.decode_ms is not None or not _is_client_call(span) or not 0 < ttft < _NO_LONGER_NS / 1e6:
+        return False
+    return span.start_ns + round(ttft * 1e6) > span.end_ns + _STREAM_SLACK_NS
 
 
 def _first(spans: list[SpanRecord], field: str) -> str:
@@ -815,7 +897,7 @@ _CACHE_PAIR = attrgetter("cache_read_tokens", "input_tokens")
 _SPEC_PAIR = attrgetter("spec_accepted_tokens", "spec_proposed_tokens")
 
 
-def _server_join(tree: _Tree) -> dict[str, object]:
+def _server_join(tree: _Tree, views: dict[int, list[int]]) -> dict[str, object]:
     """server_ns, client_wait_ns and the ratios that may fall back on a joined server span."""
     joined = _joined_servers(tree) if any(s.is_server_span for s in tree.spans) else {}
     server = {m: sum(_duration(tree.spans[s]) for s in ss) for m, ss in joined.items()}
@@ -823,8 +905,8 @@ def _server_join(tree: _Tree) -> dict[str, object]:
     return {
         "server_ns": sum(server.values()),
         "client_wait_ns": sum(max(0, _duration(tree.spans[m]) - t) for m, t in server.items()),
-        "cache_hit_ratio": _ratio(tree, calls, joined, _CACHE_PAIR),
-        "spec_acceptance": _ratio(tree, calls, joined, _SPEC_PAIR),
+        "cache_hit_ratio": _ratio(tree, calls, views, joined, _CACHE_PAIR),
+        "spec_acceptance": _ratio(tree, calls, views, joined, _SPEC_PAIR),
     }
 
 
@@ -848,11 +930,12 @@ def _duration(span: SpanRecord) -> int:
 
 
 def _ratio(
-    tree: _Tree, calls: list[int], joined: dict[int, list[int]], pair: Callable[[SpanRecord], tuple]
+    tree: _Tree, calls: list[int], views: dict[int, list[int]], joined: dict[int, list[int]], pair: Callable
 ) -> float | None:
+    """Of each call, the first pair of numbers one of its spans states: its views, then its joined server spans."""
     spans, top, bottom = tree.spans, 0, 0
     for m in calls:
-        for i in (m, *joined[m]) if m in joined else (m,):
+        for i in (*views.get(m, (m,)), *joined.get(m, ())):
             a, b = pair(spans[i])
             if a is not None and b is not None:
                 top, bottom = top + a, bottom + b

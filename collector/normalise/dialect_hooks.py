@@ -55,13 +55,23 @@ def _json_object(raw: object) -> Mapping[str, object] | None:
     ``_JSON_LIMIT``; None for anything else, bad JSON included."""
     if isinstance(raw, Mapping):
         return raw
-    if not isinstance(raw, str) or len(raw) > _JSON_LIMIT or not raw.startswith("{"):
+    parsed = _json_text(raw, "{")
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _json_list(raw: object) -> list[object] | None:
+    """A JSON-array attribute, parsed only when under ``_JSON_LIMIT``; None for anything else."""
+    parsed = _json_text(raw, "[")
+    return parsed if isinstance(parsed, list) else None
+
+
+def _json_text(raw: object, opener: str) -> object:
+    if not isinstance(raw, str) or len(raw) > _JSON_LIMIT or not raw.startswith(opener):
         return None
     try:
-        parsed = json.loads(raw)
+        return json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def openinference_role(span: Span, role: tuple[str, str]) -> tuple[str, str]:
@@ -192,6 +202,14 @@ def openinference_extra(span: Span, out: Out) -> None:
         cached = _cached_tokens(span.attrs.get("output.value"))
         if cached is not None:
             out.put("CacheReadTokens", cached)
+    if span.in_namespace("llm.output_messages."):
+        asked = [str(v) for k, v in span.attrs.items() if _OUTPUT_TOOL_CALL_ID.fullmatch(k) and v]
+        if asked:
+            out.put("AnswerToolCallIds", " ".join(asked))
+
+
+# llm.output_messages.{i}.message.tool_calls.{j}.tool_call.id: the attributes keep the answer's order
+_OUTPUT_TOOL_CALL_ID = re.compile(r"llm\.output_messages\.\d+\.message\.tool_calls\.\d+\.tool_call\.id")
 
 
 _CHUNK_EVENTS = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})
@@ -255,13 +273,29 @@ def langfuse_ttft(span: Span, out: Out) -> None:
 
 
 def vercel_stream(span: Span, out: Out) -> None:
+    """The stream flag and decode of a doStream span, and the tool calls its answer asked for
+    (``ai.response.toolCalls``, JSON). AI SDK 6 holds a streamed step's finish until the tools its
+    answer asked for have returned, so that step's ``msToFinish`` times the tools too: no decode."""
     operation = span.attrs.get("ai.operationId", span.name)
-    if isinstance(operation, str) and operation.endswith(".doStream"):
+    streamed = isinstance(operation, str) and operation.endswith(".doStream")
+    if streamed:
         out.put("Streaming", 1)
+    asked = _vercel_tool_call_ids(span.attrs.get("ai.response.toolCalls"))
+    if asked:
+        out.put("AnswerToolCallIds", " ".join(asked))
     first = out.read(span.attrs, "ai.response.msToFirstChunk", DURATIONS["ms"])
     finish = out.read(span.attrs, "ai.response.msToFinish", DURATIONS["ms"])
-    if isinstance(first, float) and isinstance(finish, float):
+    if isinstance(first, float) and isinstance(finish, float) and not (streamed and asked):
         out.put_ms("DecodeMs", finish - first)
+
+
+def _vercel_tool_call_ids(value: object) -> list[str]:
+    """``[{"toolCallId": ...}, ...]`` as the AI SDK writes it; anything else holds none."""
+    calls = _json_list(value)
+    if calls is None:
+        return []
+    ids = (call.get("toolCallId") for call in calls if isinstance(call, dict))
+    return [i for i in ids if isinstance(i, str) and i]
 
 
 def logfire_stream(span: Span, out: Out) -> None:

@@ -25,10 +25,7 @@ def test_conforms(
     tmp_path: Path,
     case: Instrumentation,
     stream: bool,
-    request: pytest.FixtureRequest,
 ) -> None:
-    if stream and case.stream_wrong:
-        request.applymarker(pytest.mark.xfail(reason=case.stream_wrong, raises=AssertionError, strict=True))
     python = {"python": str(virtualenv(case.virtualenv))} if case.virtualenv else {}
     expect = case.stream if stream else case.whole
     errors = conforms(case.script, conformance_server, llm, stream, tmp_path, expect, provider=case.provider, **python)
