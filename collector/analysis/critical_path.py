@@ -736,10 +736,13 @@ def _stream_ends(spans: list[SpanRecord]) -> list[int | None]:
     it states (start + TTFT + decode), or the start of the last tool its answer asked for when every one of them
     ran inside it (``_answered_by_tools``); the earlier of the two."""
     ends: list[int | None] = [None] * len(spans)
-    asked = [i for i, s in enumerate(spans) if s.answer_tool_calls and _is_client_call(s)]
-    for i, span in enumerate(spans):
-        if span.decode_ms is not None and _is_client_call(span):
-            ends[i] = _stream_end(span)
+    asked = []
+    for i, span in enumerate(spans):  # one pass: most spans state neither
+        if (span.decode_ms is not None or span.answer_tool_calls) and _is_client_call(span):
+            if span.decode_ms is not None:
+                ends[i] = _stream_end(span)
+            if span.answer_tool_calls:
+                asked.append(i)
     if asked:
         first_tool: dict[str, SpanRecord] = {}
         for span in spans:  # start order: the first tool span of each call id
