@@ -90,6 +90,24 @@ def reader_chunks(items: list[Any], n: int) -> None:
                     call.chunk()
 
 
+def _agent_prompt() -> dict[str, Any]:
+    """A chat agent's request: 8 tools, an 8k-token system prompt (32 KB), a conversation of 20 messages."""
+    schema = {"type": "object", "properties": {"query": {"type": "string", "description": "what to look up " * 8}}}
+    tools = [{"type": "function", "function": {"name": f"tool_{k}", "parameters": schema}} for k in range(8)]
+    system = {"role": "system", "content": "Follow the policy. " * 1700}
+    turns = [{"role": "user" if k % 2 == 0 else "assistant", "content": "a line of talk " * 20} for k in range(20)]
+    return {"model": "m", "tools": tools, "messages": [system, *turns]}
+
+
+def prompt_shapes(params: dict[str, Any], n: int) -> None:
+    """What the instrumentation does per request before sending it: cut the prompt, hash it, compare it."""
+    from agentlat._prompt_shape import PromptHistory, parts_of_openai_chat
+
+    history = PromptHistory()
+    for _ in range(n):
+        history.attributes("openai", "/chat", "m", parts_of_openai_chat(params))
+
+
 def run() -> list[tuple[str, float, str, str]]:
     """Rows of (figure, value, unit, target verdict)."""
     agentlat.init(service="bench", exporter=DropExporter(), options=agentlat.Options(instrument_clients=False))
@@ -100,6 +118,8 @@ def run() -> list[tuple[str, float, str, str]]:
         text_items, tool_items = _chat_chunks(tool_calls=False), _chat_chunks(tool_calls=True)
         text_read = best_ns_per_op(lambda n: reader_chunks(text_items, n), 96 * 500)
         tool_read = best_ns_per_op(lambda n: reader_chunks(tool_items, n), 96 * 500)
+        prompt = _agent_prompt()
+        shape = best_ns_per_op(lambda n: prompt_shapes(prompt, n), 200)
     finally:
         agentlat.shutdown()
     ratio = ours / bare
@@ -109,6 +129,7 @@ def run() -> list[tuple[str, float, str, str]]:
         ("SDK: ModelCall.chunk()", chunk / 1000, "µs/chunk", "target < 3 µs"),
         ("SDK: chat chunk read, text", text_read / 1000, "µs/chunk", "target < 3 µs"),
         ("SDK: chat chunk read, tool calls", tool_read / 1000, "µs/chunk", "target < 3 µs (tool calls tracked)"),
+        ("SDK: prompt shape, 41 KB request", shape / 1000, "µs/call", "per request, not per chunk"),
     ]
 
 

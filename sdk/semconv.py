@@ -99,6 +99,15 @@ PROMPT_VERSION = "agentlat.prompt.version"
 # sha256 (first 16 hex) of the prompt's stable prefix (system prompt + tool definitions):
 # equal hashes that miss the provider's prefix cache point at dynamic content placed before it.
 PROMPT_PREFIX_HASH = "agentlat.prompt.prefix_hash"
+# The prompt's structure as the auto-instrumentation sees a request (agentlat._prompt_shape), never its text: its
+# parts in the order a provider's cache reads them (tools, system, message N), the hash of the prompt up to each
+# part's end, its size in bytes, and where it first differs from the previous request of the same provider and
+# route: the part ("model", "tools", "system", "message N") and, for a part present in both, the byte offset in it.
+PROMPT_PARTS = "agentlat.prompt.parts"
+PROMPT_PART_HASHES = "agentlat.prompt.part_hashes"
+PROMPT_BYTES = "agentlat.prompt.bytes"
+PROMPT_CHANGED_PART = "agentlat.prompt.changed_part"
+PROMPT_CHANGED_OFFSET = "agentlat.prompt.changed_offset"
 # Set by the SDK on a span of another instrumentation that starts directly inside an agentlat
 # model call (anthropic's built-in span, say): the same call seen twice, not another call.
 INNER_OF_MODEL_CALL = "agentlat.inner_of_model_call"

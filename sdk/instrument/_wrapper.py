@@ -30,7 +30,9 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import inject
 
 from agentlat import semconv as sc
+from agentlat._context import ROUTE_KEY
 from agentlat._model_call import ModelCall
+from agentlat._prompt_shape import PromptHistory, PromptPart
 from agentlat._safety import guarded, report
 from agentlat.instrument._streams import Proxy, RawResponse, Watch, fail, is_raw_response, stream_proxy, watch_of
 
@@ -42,6 +44,7 @@ _MARK = "__agentlat_patch__"  # on our wrappers: the _Patch they belong to
 _POSTED = "__agentlat_post__"  # on a resource's timed ``_post``: the SDK's own, which it calls
 # True while a patched entry point makes its request: a patched method it calls makes no second span.
 _OWNED: ContextVar[bool] = ContextVar("agentlat_request_owned", default=False)
+PROMPTS = PromptHistory()  # the previous prompt of each provider and route, for where a new one differs
 
 
 @dataclass(slots=True)
@@ -99,6 +102,8 @@ class Endpoint:
     streams: bool | None = None  # the method always streams, or never; None: its ``stream=True`` argument says
     add_trace_header: Callable[[dict[str, Any]], dict[str, Any]] = _in_extra_headers  # to the call's arguments
     provider_of: Callable[[Any], str] | None = None  # the provider as the client object says, else ``provider``
+    # the request's prompt in the parts a provider's cache reads (agentlat._prompt_shape), from its parameters
+    prompt_parts: Callable[[dict[str, Any]], list[PromptPart]] | None = None
 
 
 # --- patching ----------------------------------------------------------------------------
@@ -347,18 +352,28 @@ def _begin(
         stream = params.get("stream") is True if endpoint.streams is None else endpoint.streams
     if stream and endpoint.prepare is not None:
         params, hides = endpoint.prepare(params)
-    call = ModelCall(
-        model if isinstance(model, str) and model else "unknown",
-        provider=endpoint.provider_of(client) if endpoint.provider_of else endpoint.provider,
-        operation=endpoint.operation,
-        stream=stream,
-    )
+    model = model if isinstance(model, str) and model else "unknown"
+    provider = endpoint.provider_of(client) if endpoint.provider_of else endpoint.provider
+    call = ModelCall(model, provider=provider, operation=endpoint.operation, stream=stream)
     call.__enter__()
+    if endpoint.prompt_parts is not None:
+        _record_prompt(call, endpoint.prompt_parts, params, provider, model)
     try:
         return _Started(call, endpoint, (build or endpoint.add_trace_header)(params), stream, hides)
     except BaseException:
         call.__exit__(None, None, None)
         raise
+
+
+@guarded
+def _record_prompt(
+    call: ModelCall, parts_of: Callable[[dict[str, Any]], list[PromptPart]], params: dict, provider: str, model: str
+) -> None:
+    """The prompt's shape on the span, and where it first differs from the previous request of its provider and
+    route (never its text)."""
+    route = otel_context.get_value(ROUTE_KEY)
+    for key, value in PROMPTS.attributes(provider, str(route or ""), model, parts_of(params)).items():
+        call.set(key, value)
 
 
 def with_trace_header(headers: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentlat._prompt_shape import parts_of_anthropic
 from agentlat.instrument._wrapper import Endpoint, Facts, Patcher
 
 if TYPE_CHECKING:
@@ -36,7 +37,14 @@ def instrument() -> None:
     from anthropic.resources.messages import AsyncMessages, Messages
 
     streams = (anthropic.Stream, anthropic.AsyncStream)
-    messages = Endpoint(PROVIDER, streams, message_facts, MessagesReader, paths=frozenset({"/v1/messages"}))
+    messages = Endpoint(
+        PROVIDER,
+        streams,
+        message_facts,
+        MessagesReader,
+        paths=frozenset({"/v1/messages"}),
+        prompt_parts=parts_of_anthropic,
+    )
     _patcher.wrap(Messages, "create", messages, is_async=False)
     _patcher.wrap(AsyncMessages, "create", messages, is_async=True)
     for helper in _HELPERS:

@@ -28,6 +28,7 @@ from typing import Any
 
 from agentlat import semconv as sc
 from agentlat._model_call import ModelCall
+from agentlat._prompt_shape import parts_of_gemini
 from agentlat.instrument._wrapper import Endpoint, Facts, Patcher, with_trace_header
 
 GEMINI, VERTEX_AI = "gcp.gemini", "gcp.vertex_ai"  # gen_ai.provider.name: the Gemini API, Vertex AI
@@ -59,6 +60,7 @@ def instrument() -> None:
                 streams=streams,
                 add_trace_header=with_trace_config,
                 provider_of=provider_of,
+                prompt_parts=parts_of_gemini,
             )
             _patcher.wrap(owner, name, endpoint, is_async=is_async)
 

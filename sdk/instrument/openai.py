@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agentlat._prompt_shape import parts_of_openai_chat, parts_of_openai_responses
 from agentlat.instrument._wrapper import Endpoint, Facts, Patcher
 
 if TYPE_CHECKING:
@@ -51,8 +52,16 @@ def instrument(*, stream_usage: bool = False) -> None:
         ChatReader,
         paths=frozenset({"/chat/completions"}),
         prepare=ask_usage if stream_usage else None,
+        prompt_parts=parts_of_openai_chat,
     )
-    responses = Endpoint(PROVIDER, streams, response_facts, ResponsesReader, paths=frozenset({"/responses"}))
+    responses = Endpoint(
+        PROVIDER,
+        streams,
+        response_facts,
+        ResponsesReader,
+        paths=frozenset({"/responses"}),
+        prompt_parts=parts_of_openai_responses,
+    )
     surfaces = (
         ("Chat Completions", "openai.resources.chat.completions", ("Completions", "AsyncCompletions"), chat),
         ("Responses", "openai.resources.responses", ("Responses", "AsyncResponses"), responses),
