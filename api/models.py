@@ -266,6 +266,58 @@ class AdviceResponse(Answer):
     findings: list[Finding] = Field(description="the largest total saving first")
 
 
+# --- /cache ---------------------------------------------------------------------------
+MissReason = Literal[
+    "cold", "expired", "prefix_changed", "below_minimum", "not_requested", "settings_changed", "unknown"
+]
+ChangedPart = Literal["model", "tools", "system", "messages"]
+
+
+class ChangedPartStats(Answer):
+    misses: int = Field(description="misses whose prompt first differs from the route's previous request here")
+    offset_p50: float | None = Field(description="median byte offset in the part (as sent) where it first differs")
+    offset_p95: float | None
+
+
+class CacheGroup(Answer):
+    group: dict[str, str]
+    calls: int = Field(description="client model calls that report cache-read tokens")
+    hits: int
+    misses: int = Field(description="calls that read no token from the cache")
+    hit_rate: float | None = Field(description="cache-read input tokens / input tokens")
+    ttft_hit_ms: float | None = Field(description="mean TTFT of hits")
+    ttft_miss_ms: float | None
+    misses_by_reason: dict[MissReason, int] = Field(description="docs/attributes.md, 'Why a call missed'")
+    changed_parts: dict[ChangedPart, ChangedPartStats] = Field(description="the prefix_changed misses by part")
+    input_tokens_hit: float | None = Field(description="mean input tokens of a hit (cached ones included)")
+    input_tokens_miss: float | None
+    input_cost_hit: float | None = Field(
+        description="mean input cost of a hit in full-price input tokens (read and written tokens at their prices)"
+    )
+    input_cost_miss: float | None
+    cache_write_tokens: int = Field(description="input tokens written to the cache")
+
+
+class CachePoint(Answer):
+    t: str
+    calls: int
+    misses: int
+    hit_rate: float | None
+    misses_by_reason: dict[MissReason, int]
+
+
+class CacheResponse(Answer):
+    source: Source
+    window: Window
+    filters: dict[str, str]
+    group_by: list[str]
+    step_seconds: int
+    groups: list[CacheGroup] = Field(description="the most calls first")
+    series: list[CachePoint] = Field(
+        description="per interval, every group together (the filters apply), from the rollups, oldest first"
+    )
+
+
 # --- /traces, /traces/{trace_id}, /metric_points ---------------------------------------
 class TraceSummary(Row):
     trace_id: str
@@ -693,6 +745,7 @@ ANSWERS: dict[str, type[Answer]] = {
     "GET /api/v1/heatmap": HeatmapResponse,
     "GET /api/v1/dimensions": DimensionsResponse,
     "GET /api/v1/advice": AdviceResponse,
+    "GET /api/v1/cache": CacheResponse,
     "GET /api/v1/traces": TracesResponse,
     "GET /api/v1/traces/{trace_id}": TraceResponse,
     "GET /api/v1/metric_points": MetricPointsResponse,

@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 from agentlat import semconv as sc
 from agentlat.api.models import (
     BreakdownRow,
+    CachePoint,
     DispatchedCall,
     Finding,
     HeatmapResponse,
@@ -557,3 +558,37 @@ def evidence(finding: Finding) -> go.Figure:
     fig.update_yaxes(ticksuffix=" ms", gridcolor="#eeeeee", rangemode="tozero")
     fig.update_layout(title={"text": f"saves {fmt.ms(finding.saving_ms_per_request)} per request", "x": 0})
     return _layout(fig, 260, showlegend=False)
+
+
+# --- prompt cache -----------------------------------------------------------------------
+# Why calls missed, in the order the chart stacks them: what a change of the prompt avoids first (warm colours),
+# then what no lever avoids (greys).
+MISS_REASONS = {
+    "prefix_changed": ("prefix changed", "#d62728"),
+    "expired": ("expired", "#ff7f0e"),
+    "not_requested": ("no breakpoint", "#e377c2"),
+    "settings_changed": ("settings changed", "#bcbd22"),
+    "unknown": ("unknown", "#7f7f7f"),
+    "cold": ("cold (first call)", "#c7c7c7"),
+    "below_minimum": ("below minimum", "#dbdb8d"),
+}
+
+
+def cache_over_time(points: Sequence[CachePoint], step_seconds: int) -> go.Figure:
+    """Misses by reason per interval (stacked bars) under the hit rate (a line, right axis)."""
+    times = [p.t for p in points]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for reason, (label, colour) in MISS_REASONS.items():
+        counts = [p.misses_by_reason.get(reason, 0) for p in points]
+        if any(counts):
+            fig.add_trace(go.Bar(x=times, y=counts, name=label, marker_color=colour,
+                                 hovertemplate=f"{label}: %{{y}} misses<extra></extra>"))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=times, y=[p.hit_rate for p in points], name="hit rate", mode="lines+markers",
+                   line={"color": COLOURS["model"]}, hovertemplate="hit rate %{y:.0%}<extra></extra>"),
+        secondary_y=True,
+    )  # fmt: skip
+    fig.update_layout(barmode="stack", bargap=0.1)
+    fig.update_yaxes(title_text=f"misses per {step_seconds // 60} min", gridcolor="#eeeeee", secondary_y=False)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", showgrid=False, secondary_y=True)
+    return _layout(fig, 320)

@@ -29,6 +29,8 @@ def evidence_table(finding: Finding) -> pd.DataFrame:
     """The finding's evidence as (fact, value) rows: ms, shares and counts written out."""
 
     def text(key: str, value: Any) -> str:
+        if isinstance(value, dict):  # counts by name (a cache miss's reason, say), or facts by name
+            return ", ".join(f"{k.replace('_', ' ')} {_counted(v)}" for k, v in value.items()) or fmt.DASH
         if isinstance(value, float) and key.endswith("_ms"):
             return fmt.ms(value)
         if isinstance(value, float) and key in ("hit_rate", "dispatched_while_streaming"):
@@ -39,6 +41,14 @@ def evidence_table(finding: Finding) -> pd.DataFrame:
         [(key.removesuffix("_ms").replace("_", " "), text(key, value)) for key, value in finding.evidence.items()],
         columns=["evidence", "value"],
     )
+
+
+def _counted(value: Any) -> str:
+    """A count, or the count of a part's facts (``misses``) with its p95 byte offset."""
+    if isinstance(value, dict):
+        offset = value.get("offset_p95")
+        return f"{value.get('misses', 0):,}" + (f" (p95 offset {offset:,.0f} B)" if offset is not None else "")
+    return f"{value:,}"
 
 
 def _finding(rank: int, finding: Finding) -> None:

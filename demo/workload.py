@@ -27,9 +27,15 @@ orchestration share of E2E differs by route: about 6 % on ``/chat``, 8 % on ``/v
 ``/code``, 15-20 % on ``/rag`` and 20 % on ``/tools``; the planner adds none of its own).
 
 **Prompt cache.** The fake server reports the cached tokens it is told to, so the workload plays
-the provider's cache (``PromptCache``): a prompt's stable prefix is read from cache once the same
-prefix has been sent before. Every agent but the chat assistant keeps its prefix stable and hits
-on 80 % or more of its input tokens.
+the provider's cache (``PromptCache``): a prompt's stable prefix is read from cache when the same
+prefix was last sent no longer ago than the cache lives (``CACHE_TTL_S``: 30 s, short so that
+expiries show within minutes; the SDK is told so, as an account with another lifetime would tell it).
+Every agent but the chat assistant keeps its prefix stable and hits on 80 % or more of its input
+tokens. Each reason a call misses shows: the chat assistant's time stamp before its system prompt
+(the system prompt changed, near its start), its rare escalations to Claude (the route's previous
+Claude call is older than the cache lives: expired), the tool agent's tool definitions sent in
+another order now and then (tools changed) and its short intent classifier (below the provider's
+minimum cacheable prompt), and the first call of every route (cold).
 
 Timings are drawn from seeded lognormal distributions and sent to the fake server as
 ``x-fake-*`` headers, so TTFT and ITL in the spans are the ones the server produced. Each run draws
@@ -64,7 +70,10 @@ STABLE_SYSTEM_PROMPT = "You are a careful assistant. Answer with sources. " * 40
 SYSTEM_TOKENS = 3072  # the system prompt and tool definitions, as the fake server counts them
 HANDBOOK_TOKENS = 20_000  # the RAG agent's stable long context
 REPOSITORY_MAP, HANDBOOK, VISION_INSTRUCTIONS = "repository map", "handbook", "describe instructions"  # stand-ins
+ESCALATION_SYSTEM_PROMPT = "You are the expert reviewer. Reason step by step, then answer. " * 40
 PREFILL_MS_PER_TOKEN = 0.05  # the TTFT a cached prompt token saves (prefill at 20k tokens/s)
+CACHE_TTL_S = 30.0  # how long the demo's provider keeps a prefix after its last use
+TOOLS = ("search", "fetch_page", "weather", "sql")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,25 +106,27 @@ def lognormal(rng: random.Random, median: float, spread: float = 0.35) -> float:
 
 
 class PromptCache:
-    """The provider's prompt cache, played by the workload: a prompt's prefix is read from cache when the
-    same prefix was sent before. It starts warm with ``warm`` (the agents have been running for a while), so
-    a short run shows the hit rates of a long one; of other prefixes it keeps the latest ``size``."""
+    """The provider's prompt cache, played by the workload: a prompt's prefix is read from cache when the same
+    prefix was last used at most ``ttl_s`` ago (each use refreshes it). It starts warm with ``warm`` (the agents
+    have been running for a while), so a short run shows the hit rates of a long one; it keeps the latest
+    ``size`` prefixes."""
 
-    def __init__(self, warm: tuple[str, ...] = (), size: int = 1024) -> None:
-        self._warm = frozenset(warm)
-        self._seen: dict[str, None] = {}  # insertion-ordered: the oldest is evicted first
-        self._size = size
+    def __init__(self, warm: tuple[str, ...] = (), size: int = 1024, ttl_s: float = CACHE_TTL_S) -> None:
+        now = time.monotonic()
+        self._used = dict.fromkeys(warm, now)  # prefix -> last use, insertion-ordered: the oldest is evicted first
+        self._size, self._ttl_s = size, ttl_s
         self._lock = threading.Lock()
 
     def apply(self, fake: Fake, prefix: str, prefix_tokens: int) -> Fake:
         """``fake`` sent with a prompt that starts with ``prefix`` (``prefix_tokens`` of its input): on a hit
         those tokens are cached and the first token comes sooner."""
         with self._lock:
-            hit = prefix in self._warm or prefix in self._seen
-            if not hit:
-                self._seen[prefix] = None
-                if len(self._seen) > self._size:
-                    del self._seen[next(iter(self._seen))]
+            now = time.monotonic()
+            last = self._used.pop(prefix, None)
+            hit = last is not None and now - last <= self._ttl_s
+            self._used[prefix] = now
+            if len(self._used) > self._size:
+                del self._used[next(iter(self._used))]
         if not hit:
             return fake
         cached = min(prefix_tokens, fake.input_tokens)
@@ -133,7 +144,8 @@ class Agents:
 
         self._rng = rng
         self._run = threading.local()
-        self.cache = PromptCache(warm=(STABLE_SYSTEM_PROMPT, REPOSITORY_MAP, HANDBOOK, VISION_INSTRUCTIONS))
+        warm = (f"|{STABLE_SYSTEM_PROMPT}", f"{','.join(TOOLS)}|{STABLE_SYSTEM_PROMPT}", ESCALATION_SYSTEM_PROMPT)
+        self.cache = PromptCache(warm=(*warm, REPOSITORY_MAP, HANDBOOK, VISION_INSTRUCTIONS))
         self.openai = openai.OpenAI(base_url=f"{fake_url}/v1", api_key="demo", max_retries=0)
         self.async_openai = openai.AsyncOpenAI(base_url=f"{fake_url}/v1", api_key="demo", max_retries=0)
         self.anthropic = anthropic.Anthropic(base_url=fake_url, api_key="demo", max_retries=0)
@@ -157,14 +169,18 @@ class Agents:
         the time such work takes in production agents."""
         time.sleep(lognormal(self.rng, median_s, spread))
 
-    def _chat(self, model: str, fake: Fake, *, tools: bool = False, system: str = STABLE_SYSTEM_PROMPT) -> object:
-        """A streamed Chat Completions call; ``system`` is looked up in the prompt cache (``SYSTEM_TOKENS``)."""
-        fake = self.cache.apply(replace(fake, input_tokens=SYSTEM_TOKENS + fake.input_tokens), system, SYSTEM_TOKENS)
+    def _chat(
+        self, model: str, fake: Fake, *, tools: tuple[str, ...] = (), system: str = STABLE_SYSTEM_PROMPT
+    ) -> object:
+        """A streamed Chat Completions call; its tools (in this order) and ``system`` are looked up in the prompt
+        cache (``SYSTEM_TOKENS``)."""
+        prefix = f"{','.join(tools)}|{system}"
+        fake = self.cache.apply(replace(fake, input_tokens=SYSTEM_TOKENS + fake.input_tokens), prefix, SYSTEM_TOKENS)
         kwargs = {}
         if tools:
             kwargs["tools"] = [
                 {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
-                for n in ("search", "fetch_page", "weather", "sql")
+                for n in tools
             ]
         stream = self.openai.chat.completions.create(
             model=model,
@@ -177,15 +193,31 @@ class Agents:
         return [chunk for chunk in stream]
 
     def chat(self) -> None:
-        """Most runs put the current time before the system prompt: a new prefix each time, a cache miss."""
+        """Most runs put the current time before the system prompt: a new prefix each time, a cache miss. One in
+        twenty hands a hard question to Claude, rarely enough that its cached prefix has expired."""
         with agentlat.agent("assistant", route="/chat"):
             system = STABLE_SYSTEM_PROMPT
             if self.rng.random() < 0.7:
                 system = f"Current time: {datetime.now(UTC).isoformat()}.\n{system}"
             self._step(0.04)  # input guardrail: PII and jailbreak patterns over the user's message
             fake = Fake(lognormal(self.rng, 450), lognormal(self.rng, 22, 0.2), self.rng.randint(20, 80), 200)
-            self._chat(self.rng.choice(["gpt-4o-mini", "gpt-4o"]), fake, system=system)
+            if self.rng.random() < 0.05:
+                self._escalate(fake)
+            else:
+                self._chat("gpt-4o-mini", fake, system=system)
             self._step(0.05)  # output moderation and markdown clean-up
+
+    def _escalate(self, fake: Fake) -> None:
+        """A streamed Claude call whose system prompt is marked for the cache (a breakpoint, the default lifetime)."""
+        fake = replace(fake, ttft_ms=fake.ttft_ms * 1.6, input_tokens=SYSTEM_TOKENS + fake.input_tokens)
+        fake = self.cache.apply(fake, ESCALATION_SYSTEM_PROMPT, SYSTEM_TOKENS)
+        system = [{"type": "text", "text": ESCALATION_SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
+        stream = self.anthropic.messages.create(
+            model="claude-sonnet-4-5", max_tokens=512, stream=True, system=system,
+            messages=[{"role": "user", "content": "a hard question"}], extra_headers=fake.headers(),
+        )  # fmt: skip
+        for _ in stream:
+            pass
 
     def code(self) -> None:
         """A self-hosted code model behind a plain HTTP client: the manual ModelCall API."""
@@ -213,8 +245,10 @@ class Agents:
     def tools(self) -> None:
         with agentlat.agent("researcher", route="/tools"):
             self._step(0.05)  # build the prompt: conversation history, tool schemas
+            self._classify_intent()
             plan = Fake(lognormal(self.rng, 350), 15, 6, 200, tool_calls=("search", "fetch_page"))
-            self._chat("gpt-4o", plan, tools=True)
+            tools = TOOLS if self.rng.random() < 0.95 else tuple(self.rng.sample(TOOLS, len(TOOLS)))  # a set, unordered
+            self._chat("gpt-4o", plan, tools=tools)
             self._step(0.06)  # parse and validate the tool calls' JSON arguments
             if self.rng.random() < 0.7:
                 self._serial_tools()
@@ -224,6 +258,14 @@ class Agents:
             self._step(0.2)  # fold the tool results into the prompt: dedupe, truncate to the token budget
             self._chat("gpt-4o", Fake(lognormal(self.rng, 300), 18, self.rng.randint(15, 40), 600))
             self._step(0.06)  # validate the answer against the output schema
+
+    def _classify_intent(self) -> None:
+        """A short prompt (150 tokens, under the 1,024 OpenAI caches): it never hits, whatever its prefix."""
+        fake = Fake(lognormal(self.rng, 180), 12, 2, input_tokens=150)
+        self.openai.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "system", "content": "Classify the intent."}],
+            extra_headers=fake.headers(),
+        )  # fmt: skip
 
     def _tool(self, name: str, call_id: str, seconds: float, **kwargs: object) -> None:
         with agentlat.tool(name, call_id=call_id, **kwargs):
@@ -309,9 +351,10 @@ class Agents:
             tokens = HANDBOOK_TOKENS + self.rng.randint(500, 4_000)
             fake = Fake(lognormal(self.rng, 1900), lognormal(self.rng, 20, 0.2), self.rng.randint(30, 90), tokens)
             fake = self.cache.apply(fake, HANDBOOK, HANDBOOK_TOKENS)
+            system = [{"type": "text", "text": STABLE_SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
             stream = self.anthropic.messages.create(
                 model="claude-sonnet-4", max_tokens=512, stream=True,
-                system=STABLE_SYSTEM_PROMPT, messages=[{"role": "user", "content": "question over documents"}],
+                system=system, messages=[{"role": "user", "content": "question over documents"}],
                 extra_headers=fake.headers(),
             )  # fmt: skip
             for _ in stream:
@@ -358,7 +401,9 @@ def run_service(
     progress: Callable[[], None] = lambda: None,
 ) -> int:  # fmt: skip
     """Run agents of ``service`` at ``rate`` runs/s for ``duration`` s (0: until stopped)."""
-    agentlat.init(service=service, endpoint=endpoint, version="1.4.2", environment="demo")
+    lifetimes = {"openai": CACHE_TTL_S, "anthropic": CACHE_TTL_S}  # the demo provider's, not the real ones'
+    options = agentlat.Options(prompt_cache_ttl_s=lifetimes)
+    agentlat.init(service=service, endpoint=endpoint, version="1.4.2", environment="demo", options=options)
     rng = random.Random(seed)
     agents = Agents(fake_url, rng)
     kinds = SERVICES[service]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ class PromptPart:
 class _Sent:
     model: str
     parts: tuple[PromptPart, ...]
+    at: float  # time.monotonic() when it was sent
 
 
 def parts_of_openai_chat(params: Mapping[str, Any]) -> list[PromptPart]:
@@ -69,6 +71,37 @@ def parts_of_gemini(params: Mapping[str, Any]) -> list[PromptPart]:
     contents = params.get("contents")
     items = _list(contents) if isinstance(contents, list | tuple) else [contents] if contents is not None else []
     return _parts(config.get("tools"), config.get("system_instruction"), items)
+
+
+_ANTHROPIC_TTL_S = {"5m": 300.0, "1h": 3600.0}
+_OPENAI_TTL_S = {"30m": 1800.0, "12h": 43200.0, "24h": 86400.0}
+
+
+def cache_settings_of_anthropic(params: Mapping[str, Any]) -> dict[str, Any]:
+    """How many cache breakpoints (``cache_control`` markers) the request sets, on its tools, system blocks,
+    message content blocks or at its top level, and the longest lifetime they state (none stated: the
+    provider's default): Anthropic caches only a prefix that ends at a breakpoint."""
+    markers = [params.get("cache_control")]
+    markers += [field_of(tool, "cache_control") for tool in _list(params.get("tools"))]
+    markers += [field_of(block, "cache_control") for block in _list(params.get("system"))]
+    for message in _list(params.get("messages")):
+        markers += [field_of(block, "cache_control") for block in _list(field_of(message, "content"))]
+    marked = [m for m in markers if m]
+    ttls = [_ANTHROPIC_TTL_S[ttl] for m in marked if (ttl := field_of(m, "ttl")) in _ANTHROPIC_TTL_S]
+    return {sc.CACHE_BREAKPOINTS: len(marked), **({sc.CACHE_TTL_S: max(ttls)} if ttls else {})}
+
+
+def cache_settings_of_openai(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The lifetime a request asks for: ``prompt_cache_options.ttl``, else ``prompt_cache_retention``."""
+    options = params.get("prompt_cache_options")
+    ttl = field_of(options, "ttl") if isinstance(options, Mapping) else None
+    ttl = ttl or params.get("prompt_cache_retention")
+    return {sc.CACHE_TTL_S: _OPENAI_TTL_S[ttl]} if isinstance(ttl, str) and ttl in _OPENAI_TTL_S else {}
+
+
+def field_of(value: Any, name: str) -> Any:
+    """A field of a mapping or of an object (a client's response model, which keeps undeclared fields too)."""
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
 
 
 def _parts(tools: Any, system: Any, messages: Sequence[Any], first_message: int = 0) -> list[PromptPart]:
@@ -129,12 +162,15 @@ class PromptHistory:
         self._sent: OrderedDict[tuple[str, str], _Sent] = OrderedDict()
         self._keys, self._max_bytes = keys, max_bytes
         self._lock = threading.Lock()
+        # the prompt-cache lifetime of each provider where the account's differs from the provider's default
+        # (an OpenAI organisation with extended retention: {"openai": 86400}); a request's own setting wins
+        self.ttl_s: dict[str, float] = {}
 
     def attributes(self, provider: str, route: str, model: str, parts: Sequence[PromptPart]) -> dict[str, Any]:
         """The prompt's shape as span attributes, and where it first differs from the previous request of the same
         provider and route: the model, or a part (tools, system, an earlier message) and the byte offset in it.
         None of that when this is the key's first request or when the previous one is a prefix of it (a
-        conversation that grew)."""
+        conversation that grew). The seconds since that previous request, when there is one."""
         cumulative = hashes(parts)
         shape: dict[str, Any] = {
             sc.PROMPT_PARTS: [p.name for p in parts],
@@ -144,7 +180,9 @@ class PromptHistory:
         stable = [h for p, h in zip(parts, cumulative, strict=True) if p.name in (TOOLS, SYSTEM)]
         if stable:
             shape[sc.PROMPT_PREFIX_HASH] = stable[-1]
-        sent = _Sent(model, tuple(parts))
+        if provider in self.ttl_s:
+            shape[sc.CACHE_TTL_S] = self.ttl_s[provider]
+        sent = _Sent(model, tuple(parts), time.monotonic())
         with self._lock:
             previous = self._sent.pop((provider, route), None)
             if sum(len(p.data) for p in parts) <= self._max_bytes:
@@ -152,6 +190,7 @@ class PromptHistory:
                 while len(self._sent) > self._keys:
                     self._sent.popitem(last=False)
         if previous is not None:
+            shape[sc.PROMPT_SINCE_PREVIOUS_S] = round(sent.at - previous.at, 3)
             shape.update(_difference(previous, sent))
         return shape
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -40,6 +40,10 @@ class Options:
     # the extra usage-only chunk from the caller; off: such streams report no token counts.
     openai_stream_usage: bool = False
     propagate_into_threads: bool = True
+    # The prompt-cache lifetime (seconds) of a provider where your account's differs from the provider's default
+    # and the request does not say (an OpenAI organisation with extended retention: {"openai": 86400}): what the
+    # collector judges a miss "expired" against.
+    prompt_cache_ttl_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -135,7 +139,9 @@ def _batch(exporter: SpanExporter, options: Options) -> BatchSpanProcessor:
 @guarded
 def _instrument_clients(options: Options) -> list[str]:
     from agentlat.instrument import instrument_installed_clients
+    from agentlat.instrument._wrapper import PROMPTS
 
+    PROMPTS.ttl_s = dict(options.prompt_cache_ttl_s)
     return instrument_installed_clients(stream_usage=options.openai_stream_usage)
 
 

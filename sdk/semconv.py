@@ -108,6 +108,18 @@ PROMPT_PART_HASHES = "agentlat.prompt.part_hashes"
 PROMPT_BYTES = "agentlat.prompt.bytes"
 PROMPT_CHANGED_PART = "agentlat.prompt.changed_part"
 PROMPT_CHANGED_OFFSET = "agentlat.prompt.changed_offset"
+# Seconds since the previous request of the same provider and route (the one the changed part is found against).
+PROMPT_SINCE_PREVIOUS_S = "agentlat.prompt.since_previous_s"
+# What a request says of the provider's prompt cache, and what the provider said of it (issue 39): the
+# lifetime in seconds its cache entries were asked for (the request's own setting, else the SDK's
+# ``Options.prompt_cache_ttl_s``), the number of cache breakpoints it marks (Anthropic caches nothing
+# without one), the provider's own diagnosis of a miss (Anthropic ``diagnostics.cache_miss_reason.type``,
+# OpenAI Responses ``prompt_cache_diagnostics``: its ``reason``, or its ``type`` when it has none) and
+# the input tokens the provider says the miss cost.
+CACHE_TTL_S = "agentlat.cache.ttl_s"
+CACHE_BREAKPOINTS = "agentlat.cache.breakpoints"
+CACHE_PROVIDER_REASON = "agentlat.cache.provider_reason"
+CACHE_MISSED_TOKENS = "agentlat.cache.missed_tokens"
 # Set by the SDK on a span of another instrumentation that starts directly inside an agentlat
 # model call (anthropic's built-in span, say): the same call seen twice, not another call.
 INNER_OF_MODEL_CALL = "agentlat.inner_of_model_call"

@@ -2,7 +2,8 @@
 traces, or from the rollups, whose cost grows with the window's minutes instead of its spans.
 
 Both forms give each route the same facts under the same keys: ``calls`` (client model calls),
-``prefix`` (cache misses on a repeated prompt prefix), ``server`` (server-side phases, always read from
+``prefix`` (cache misses on a repeated prompt prefix), ``cache`` (the prompt cache's misses by reason,
+store/cache_report.py), ``server`` (server-side phases, always read from
 the spans: few traces carry them) and ``trace`` (per-trace aggregates). From rollups, medians are
 exact for up to EXACT_MAX values and t-digest estimates beyond; counts and sums are exact.
 """
@@ -124,12 +125,12 @@ ROLLUP_MEDIANS = ("ttft", "advice_input_tokens", "advice_dispatch_delay")
 
 def rollup_totals_sql(where: SpanFilter) -> tuple[str, Params]:
     """Per route and metric of ``ROLLUP_TOTALS``: count, sum and mean."""
-    return queries.rollup_totals_sql(ROLLUP_TOTALS, ["route"], _window_only(where))
+    return queries.rollup_totals_sql(ROLLUP_TOTALS, ["route"], window_only(where))
 
 
 def rollup_medians_sql(where: SpanFilter) -> tuple[str, Params]:
     """Per route and metric of ``ROLLUP_MEDIANS``: digest quantiles (merging digests only where needed)."""
-    return queries.rollup_percentiles_sql(ROLLUP_MEDIANS, ["route"], _window_only(where), limit=None)
+    return queries.rollup_percentiles_sql(ROLLUP_MEDIANS, ["route"], window_only(where), limit=None)
 
 
 def rollup_prefix_misses_sql(where: SpanFilter) -> tuple[str, Params]:
@@ -231,6 +232,6 @@ class _RollupFacts:
         }
 
 
-def _window_only(where: SpanFilter) -> SpanFilter:
+def window_only(where: SpanFilter) -> SpanFilter:
     """Advice covers a project's whole window, as the exact queries do: no equality filters."""
     return SpanFilter(where.project, where.start_ns, where.end_ns)

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from agentlat.store import advice, queries
+from agentlat.store import advice, cache_report, queries
 from agentlat.store.backends import Backend, Params
 from agentlat.store.queries import SpanFilter
 
@@ -146,11 +146,27 @@ class AggregateReads:
         """Per route: the aggregates the advisor reads, under keys calls, prefix, server, trace; exact
         from the spans and traces, or from the rollups. The queries run concurrently."""
         builds = _ADVICE_FROM_ROLLUPS if from_rollups else _ADVICE_EXACT
-        with ThreadPoolExecutor(len(builds), thread_name_prefix="agentlat-advice") as pool:
+        cache = cache_report.cache_report_sql(["route"], advice.window_only(where), from_rollups)
+        with ThreadPoolExecutor(len(builds) + 1, thread_name_prefix="agentlat-advice") as pool:
             found = {key: pool.submit(self.backend.query_arrow, *build(where)) for key, build in builds.items()}
+            found["cache"] = pool.submit(self.backend.query_arrow, *cache)
             rows = {key: future.result().to_pylist() for key, future in found.items()}
         evidence = advice.evidence_from_rollups(rows.pop("totals"), rows.pop("medians")) if from_rollups else {}
+        for report in cache_report.report_from_rows(rows.pop("cache"), ["route"]):
+            if report["group"]["route"]:
+                evidence.setdefault(report["group"]["route"], {})["cache"] = report
         for key, key_rows in rows.items():
             for row in key_rows:
                 evidence.setdefault(row["route"], {})[key] = row
         return evidence
+
+    def cache_report(self, group_by: Sequence[str], where: SpanFilter, from_rollups: bool) -> list[dict[str, Any]]:
+        """The prompt cache per group: hit rate, misses by reason and changed part, TTFT and input cost of hits and
+        misses (store/cache_report.py); exact from the spans, or from the rollups."""
+        rows = self._rows(*cache_report.cache_report_sql(group_by, where, from_rollups))
+        return cache_report.report_from_rows(rows, group_by)
+
+    def cache_series(self, group_by: Sequence[str], where: SpanFilter, step_seconds: int) -> list[dict[str, Any]]:
+        """The hit rate and misses by reason per interval of ``step_seconds`` (and group), from the rollups."""
+        rows = self._rows(*cache_report.hit_rate_series_sql(group_by, where, step_seconds))
+        return cache_report.series_from_rows(rows, group_by)

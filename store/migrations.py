@@ -631,6 +631,9 @@ class Migration:
     statements: tuple[str, ...]
 
 
+# Every stored minute, hour and day rolled up again with the prompt cache's metrics (rollup_sql.CACHE_METRICS).
+CACHE_ROLLUPS = (minutes_from_raw("1", "1", "1", _NOW_VERSION), hours_from_minutes("1"), days_from_hours("1"))
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)),
     Migration(2, "ingest time, per-trace analysis and per-minute rollups", (INGESTED_AT_DDL, TRACES_DDL, ROLLUP_DDL)),
@@ -653,6 +656,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(19, "analysis rows: whether the trace held its model calls", (TRACE_SPLIT_COLUMN,)),
     Migration(20, "analysis rows: the spans that are a call seen again", (TRACE_SEEN_AGAIN_COLUMN,)),
     Migration(21, "spans: the tool calls a model's answer asked for", (ANSWER_TOOL_CALLS_DDL,)),
+    Migration(22, "rollups: prompt-cache misses by reason, input tokens and cost of hits and misses", CACHE_ROLLUPS),
 )
 
 LEDGER_DDL = """

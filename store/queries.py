@@ -348,6 +348,26 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
     return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
 
 
+def timeseries_rows(
+    metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter, step_seconds: int
+) -> tuple[str, Params]:
+    """Count and sum of rollup metrics per interval of ``step_seconds``, group and metric (no digest merged). The
+    caller adds the tiers (``rollup_spans``) its step allows."""
+    columns = "".join(f", {DIMENSIONS[d]} AS {d}" for d in group_by)
+    rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS, values="Count, Sum")
+    sql = f"""
+        SELECT toUnixTimestamp(toStartOfInterval(T, toIntervalSecond({{step:UInt32}}))) AS t{columns},
+               Metric AS metric, sum(Count) AS count, sum(Sum) AS sum
+        FROM ({rows})
+        GROUP BY {", ".join(["t", *group_by, "metric"])}
+        HAVING count > 0
+        ORDER BY t
+        LIMIT 100000
+        {FINAL_SETTINGS}
+    """
+    return sql, {**where.params(), "metrics": list(metrics), "step": step_seconds}
+
+
 # --- latency distribution over time (the Overview's heatmap) --------------------------------
 # Levels at which a column holding a t-digest is read: the midpoints of 100 equal slices of its requests.
 HEATMAP_LEVELS = tuple((i + 0.5) / 100 for i in range(100))

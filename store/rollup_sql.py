@@ -13,6 +13,8 @@ that; a larger one gets the t-digest estimate (``MERGED_QUANTILES``).
 
 from __future__ import annotations
 
+from agentlat.store import cache_misses
+
 ROLLUP_LEVELS = "0.5, 0.95, 0.99"
 
 # A group of at most this many values keeps them, sorted, and no digest (a digest of them would take as
@@ -136,13 +138,21 @@ ADVICE_TRACE_METRICS = {
     "advice_dispatch_traces": "if(DispatchSavingMs > 0, 0, NULL)",
     "advice_dispatch_streamed": "DispatchStreamedCalls",
 }
+# The prompt cache's misses by reason and part, the offsets of changed parts, input tokens and cost of hits and misses.
+CACHE_METRICS = cache_misses.cache_metrics(CLIENT_MODEL)
+
 # Per analysed trace, an array column: one value per element (each linked tool call's dispatch delay), with
 # the values or a digest kept for their median.
 ADVICE_CALL_METRICS = {"advice_dispatch_delay": "DispatchDelaysMs"}
-_UNDIGESTED = (*COUNTER_METRICS, *(m for m in ADVICE_SPAN_METRICS if m != "advice_input_tokens"), *ADVICE_TRACE_METRICS)
+_UNDIGESTED = (
+    *COUNTER_METRICS,
+    *(m for m in ADVICE_SPAN_METRICS if m != "advice_input_tokens"),
+    *ADVICE_TRACE_METRICS,
+    *(m for m in CACHE_METRICS if m not in cache_misses.DIGESTED),
+)
 
 
-def _pairs(metrics: dict[str, str]) -> str:
+def metric_pairs(metrics: dict[str, str]) -> str:
     return ", ".join(f"('{name}', toNullable(toFloat64({expr})))" for name, expr in metrics.items())
 
 
@@ -154,8 +164,8 @@ def minutes_from_raw(spans_where: str, traces_where: str, minutes_where: str, ve
     Every group the minutes (``minutes_where``, a test of Minute) already hold gets a row too: one
     with a count of 0 when it has no data any more (a re-analysis moved a trace to another minute or
     route), which replaces its stale row. Readers leave out groups whose count is 0."""
-    span_metrics = _pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS, **ADVICE_SPAN_METRICS})
-    trace_metrics = _pairs({**TRACE_ROLLUP_METRICS, **ADVICE_TRACE_METRICS})
+    span_metrics = metric_pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS, **ADVICE_SPAN_METRICS, **CACHE_METRICS})
+    trace_metrics = metric_pairs({**TRACE_ROLLUP_METRICS, **ADVICE_TRACE_METRICS})
     call_metrics = "".join(
         f", arrayMap(v -> ('{name}', toNullable(toFloat64(v))), {column})"
         for name, column in ADVICE_CALL_METRICS.items()

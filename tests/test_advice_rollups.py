@@ -110,7 +110,7 @@ def test_every_route_has_the_same_facts(evidence: tuple[dict, dict]) -> None:
     exact, rolled = evidence
     assert sorted(exact) == sorted(rolled) == sorted(ROUTES)
     for route in ROUTES:
-        assert sorted(exact[route]) == sorted(rolled[route]) == ["calls", "prefix", "server", "trace"]
+        assert sorted(exact[route]) == sorted(rolled[route]) == ["cache", "calls", "prefix", "server", "trace"]
 
 
 @pytest.mark.parametrize("kind", ["calls", "trace", "prefix"])

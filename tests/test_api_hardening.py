@@ -81,6 +81,7 @@ RANGE_ROUTES = [
     "timeseries",
     "heatmap",
     "dimensions",
+    "cache",
     "advice",
     "traces",
     "metric_points",

@@ -380,7 +380,9 @@ def test_without_budgets_or_findings(empty: ServerProcess, monkeypatch: pytest.M
     assert advice.value == NO_FINDINGS.format(window="the last 1 hour")
 
 
-@pytest.mark.parametrize("page_file", ["", "page_routes.py", "page_traces.py", "page_budgets.py", "page_advisor.py"])
+@pytest.mark.parametrize(
+    "page_file", ["", "page_routes.py", "page_cache.py", "page_traces.py", "page_budgets.py", "page_advisor.py"]
+)
 def test_server_down(monkeypatch: pytest.MonkeyPatch, page_file: str) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     errors = opener(url, monkeypatch)(page_file).error

@@ -5,6 +5,7 @@ anthropic and google-genai clients are called with (against the fake providers),
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,8 @@ from agentlat import semconv as sc
 from agentlat._prompt_shape import (
     PromptHistory,
     PromptPart,
+    cache_settings_of_anthropic,
+    cache_settings_of_openai,
     common_prefix,
     hashes,
     parts_of_anthropic,
@@ -106,6 +109,37 @@ def test_the_history_is_bounded_in_routes_and_bytes() -> None:
         history.attributes("p", route, "m", small)
     assert sc.PROMPT_CHANGED_PART not in history.attributes("p", "/a", "m", big)  # /a went first: nothing to compare
     assert sc.PROMPT_CHANGED_PART not in history.attributes("p", "/a", "m", small)  # the big one was not kept
+
+
+def test_what_a_request_asks_of_the_cache() -> None:
+    marked = {"type": "ephemeral"}
+    assert cache_settings_of_anthropic({"system": SYSTEM, "messages": [{"role": "user", "content": "hi"}]}) == {
+        sc.CACHE_BREAKPOINTS: 0
+    }
+    request = {
+        "tools": [{**TOOL["function"], "cache_control": marked}],
+        "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": marked}]}],
+    }
+    assert cache_settings_of_anthropic(request) == {sc.CACHE_BREAKPOINTS: 3, sc.CACHE_TTL_S: 3600.0}
+    # top-level: the last cacheable block; no lifetime stated, so the provider's default (none recorded)
+    assert cache_settings_of_anthropic({"cache_control": marked, "messages": []}) == {sc.CACHE_BREAKPOINTS: 1}
+    assert cache_settings_of_openai({"prompt_cache_options": {"ttl": "12h"}}) == {sc.CACHE_TTL_S: 43200.0}
+    assert cache_settings_of_openai({"prompt_cache_retention": "24h"}) == {sc.CACHE_TTL_S: 86400.0}
+    assert cache_settings_of_openai({"prompt_cache_retention": "in_memory"}) == {}  # the provider's default
+    assert cache_settings_of_openai({"prompt_cache_options": openai.NOT_GIVEN}) == {}
+
+
+def test_the_history_times_the_previous_request_and_states_the_accounts_lifetime() -> None:
+    history = PromptHistory()
+    history.ttl_s = {"openai": 86400.0}
+    parts = [PromptPart("system", b'"s"')]
+    first = history.attributes("openai", "/r", "m", parts)
+    assert sc.PROMPT_SINCE_PREVIOUS_S not in first and first[sc.CACHE_TTL_S] == 86400.0
+    time.sleep(0.25)
+    again = history.attributes("openai", "/r", "m", parts)
+    assert 0.25 <= again[sc.PROMPT_SINCE_PREVIOUS_S] < 0.5
+    assert sc.CACHE_TTL_S not in history.attributes("anthropic", "/r", "m", parts)
 
 
 # --- through the real clients ---------------------------------------------------------------------------------

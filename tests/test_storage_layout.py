@@ -563,9 +563,12 @@ CODECS = (
 )
 ROWS = {"otel_traces": "ProjectId, TraceId, SpanId", "agentlat_traces": "ProjectId, TraceId"}
 # A rollup as readers see it (FINAL: an hour recomputed at each pass is stored once a pass), digests as their
-# quantiles (NULL for an empty digest's NaN, which would never equal itself).
+# quantiles (NULL for an empty digest's NaN, which would never equal itself), without the version of the pass that
+# wrote it (migration 22 rolls every stored minute up again, to the same values: sums to rounding, added up in
+# another order).
 ROLLUP_ROWS = (
-    "SELECT * EXCEPT Digest, arrayMap(q -> if(isNaN(q), NULL, q), finalizeAggregation(Digest)) AS Digest "
+    "SELECT * EXCEPT (Sum, Digest, Version), round(Sum, 6) AS Sum,"
+    " arrayMap(q -> if(isNaN(q), NULL, q), finalizeAggregation(Digest)) AS Digest "
     "FROM {table} FINAL ORDER BY ALL"
 )
 

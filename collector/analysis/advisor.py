@@ -89,6 +89,7 @@ class RouteEvidence:
     model_calls_per_trace: float = 0.0
     calls: dict[str, Any] = field(default_factory=dict)  # store.advice.model_calls_sql row
     prefix: dict[str, Any] = field(default_factory=dict)  # prefix_misses_sql row
+    cache: dict[str, Any] = field(default_factory=dict)  # store.cache_report group: misses by reason and part
     server: dict[str, Any] = field(default_factory=dict)  # server_phases_sql row
     trace: dict[str, Any] = field(default_factory=dict)  # traces_sql row
 
@@ -102,6 +103,7 @@ def route_evidence(route: str, facts: dict[str, dict[str, Any]]) -> RouteEvidenc
         model_calls_per_trace=float(trace.get("model_calls") or 0.0),
         calls=facts.get("calls", {}),
         prefix=facts.get("prefix", {}),
+        cache=facts.get("cache", {}),
         server=facts.get("server", {}),
         trace=trace,
     )
@@ -123,6 +125,10 @@ def _basis(r: RouteEvidence, applies_to: int, unit: str, clause: str) -> Basis:
     return Basis(requests, int(applies_to), unit, clause, calls_for_requests=not r.traces)
 
 
+# Misses no lever avoids: the first call of a prefix, and a prompt under the provider's minimum.
+_UNAVOIDABLE = ("cold", "below_minimum")
+
+
 def prompt_cache(r: RouteEvidence) -> Finding | None:
     c = r.calls
     if (c.get("cache_reported_calls") or 0) < MIN_CALLS or not c.get("cache_input_tokens"):
@@ -131,21 +137,70 @@ def prompt_cache(r: RouteEvidence) -> Finding | None:
     cached, uncached = c.get("ttft_cached_ms"), c.get("ttft_uncached_ms")
     if hit_rate >= CACHE_TARGET or cached is None or uncached is None or uncached <= cached:
         return None
-    miss_share = c["uncached_calls"] / c["cache_reported_calls"]
-    per_request = (uncached - cached) * miss_share * _calls_per_request(r)
-    misses = int(r.prefix.get("prefix_misses") or 0)
-    lever = "Keep the prompt prefix stable (system prompt and tool definitions first, byte-identical)"
-    if misses:
-        lever += f"; {misses} calls missed the cache on a prefix already sent: move dynamic content after it"
+    calls, misses = c["cache_reported_calls"], c["uncached_calls"]
+    by_reason = r.cache.get("misses_by_reason") or {}
+    avoidable = misses - sum(by_reason.get(reason, 0) for reason in _UNAVOIDABLE)
+    per_call = (uncached - cached) * avoidable / calls
+    causes = _cache_causes(r.cache, calls, per_call, avoidable)
+    lever = (
+        "; ".join(causes)
+        if causes
+        else ("Keep the prompt prefix stable (system prompt and tool definitions first, byte-identical)")
+    )
+    same_prefix = int(r.prefix.get("prefix_misses") or 0)
+    if same_prefix:
+        lever += f"; {same_prefix} calls missed the cache on a prefix already sent"
     return Finding(
         "prompt_cache", r.route, f"Prompt-cache hit rate {hit_rate:.0%} is under the {CACHE_TARGET:.0%} target",
         lever,
         {"hit_rate": hit_rate, "ttft_cached_ms": cached, "ttft_uncached_ms": uncached,
-         "uncached_calls": c["uncached_calls"], "identical_prefix_misses": misses},
-        per_request,
-        _basis(r, c["uncached_calls"], "model calls",
-               f"{c['uncached_calls']} of {c['cache_reported_calls']} model calls missed the cache"),
+         "uncached_calls": misses, "identical_prefix_misses": same_prefix, "avoidable_misses": avoidable,
+         "misses_by_reason": by_reason, "changed_parts": r.cache.get("changed_parts") or {}},
+        per_call * _calls_per_request(r),
+        _basis(r, avoidable, "model calls", f"{misses} of {calls} model calls missed the cache"
+               + (f", {avoidable} of them avoidably" if by_reason else "")),
     )  # fmt: skip
+
+
+def _cache_causes(cache: dict[str, Any], calls: int, per_call_ms: float, avoidable: int) -> list[str]:
+    """Each avoidable cause of misses in words with its lever, the most frequent first; the first says what
+    fixing all avoidable misses saves per call."""
+    found = [
+        (n, _cause_of_part(part, facts))
+        for part, facts in (cache.get("changed_parts") or {}).items()
+        if (n := facts["misses"])
+    ]
+    found += [(n, _CAUSES[reason]) for reason, n in (cache.get("misses_by_reason") or {}).items() if reason in _CAUSES]
+    found.sort(key=lambda item: -item[0])
+    texts = [f"{text.format(share=f'{n / calls:.0%}')}" for n, text in found]
+    if texts and avoidable:
+        texts[0] += f"; saves {per_call_ms:.0f} ms TTFT per call"
+    return texts
+
+
+def _cause_of_part(part: str, facts: dict[str, Any]) -> str:
+    offset = facts.get("offset_p95")
+    within = f" within its first {offset + 1:.0f} bytes" if offset is not None else ""
+    return {
+        "system": f"the system prompt differs from the previous call's{within} on {{share}} of calls:"
+        " move the dynamic part after it",
+        "tools": f"the tool definitions differ from the previous call's{within} on {{share}} of calls"
+        " (added, removed or reordered): send the same tools in the same order",
+        "messages": f"an earlier message differs from the previous call's{within} on {{share}} of calls:"
+        " append to the conversation instead of rewriting it",
+        "model": "the model differs from the previous call's on {share} of calls: the cache is per model;"
+        " keep a route's model fixed",
+    }[part]
+
+
+_CAUSES = {
+    "expired": "{share} of calls came after the route was idle longer than the cache lives: ask for a longer"
+    " lifetime (Anthropic cache_control ttl 1h, OpenAI prompt_cache_options ttl 12h) or keep it warm",
+    "not_requested": "{share} of calls mark no cache breakpoint, and Anthropic caches only what a request marks:"
+    " put cache_control on the last stable block",
+    "settings_changed": "a setting the cache is keyed on (prompt_cache_key, reasoning effort, text format, service"
+    " tier) changed on {share} of calls: keep it fixed per route",
+}
 
 
 def parallel_tools(r: RouteEvidence) -> Finding | None:

@@ -54,6 +54,7 @@ class Facts:
     model: str | None = None
     usage: dict[str, int] = field(default_factory=dict)  # keyword arguments of ModelCall.usage
     tool_calls: dict[tuple[int, int], str] = field(default_factory=dict)  # (choice or 0, position) -> tool name
+    attributes: dict[str, Any] = field(default_factory=dict)  # anything else it said, as span attributes
 
     def set_usage(self, **counts: int | None) -> None:
         """Keep the counts the provider reported (zeros included), ignore the missing ones."""
@@ -68,6 +69,8 @@ class Facts:
             names = [self.tool_calls[k] for k in sorted(self.tool_calls)]
             call.set(TOOL_CALLS, names)
             call.set(TOOL_CALL_COUNT, len(names))
+        for key, value in self.attributes.items():
+            call.set(key, value)
 
 
 class StreamReader(Protocol):
@@ -104,6 +107,8 @@ class Endpoint:
     provider_of: Callable[[Any], str] | None = None  # the provider as the client object says, else ``provider``
     # the request's prompt in the parts a provider's cache reads (agentlat._prompt_shape), from its parameters
     prompt_parts: Callable[[dict[str, Any]], list[PromptPart]] | None = None
+    # what the request asks of the provider's prompt cache (breakpoints, lifetime), as span attributes
+    cache_settings: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 # --- patching ----------------------------------------------------------------------------
@@ -356,8 +361,7 @@ def _begin(
     provider = endpoint.provider_of(client) if endpoint.provider_of else endpoint.provider
     call = ModelCall(model, provider=provider, operation=endpoint.operation, stream=stream)
     call.__enter__()
-    if endpoint.prompt_parts is not None:
-        _record_prompt(call, endpoint.prompt_parts, params, provider, model)
+    _record_prompt(call, endpoint, params, provider, model)
     try:
         return _Started(call, endpoint, (build or endpoint.add_trace_header)(params), stream, hides)
     except BaseException:
@@ -366,13 +370,16 @@ def _begin(
 
 
 @guarded
-def _record_prompt(
-    call: ModelCall, parts_of: Callable[[dict[str, Any]], list[PromptPart]], params: dict, provider: str, model: str
-) -> None:
-    """The prompt's shape on the span, and where it first differs from the previous request of its provider and
-    route (never its text)."""
-    route = otel_context.get_value(ROUTE_KEY)
-    for key, value in PROMPTS.attributes(provider, str(route or ""), model, parts_of(params)).items():
+def _record_prompt(call: ModelCall, endpoint: Endpoint, params: dict, provider: str, model: str) -> None:
+    """The prompt's shape on the span, where it first differs from the previous request of its provider and route
+    (never its text), and what it asks of the provider's cache."""
+    if endpoint.prompt_parts is None:
+        return
+    route = str(otel_context.get_value(ROUTE_KEY) or "")
+    shape = PROMPTS.attributes(provider, route, model, endpoint.prompt_parts(params))
+    if endpoint.cache_settings is not None:
+        shape.update(endpoint.cache_settings(params))
+    for key, value in shape.items():
         call.set(key, value)
 
 

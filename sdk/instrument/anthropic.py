@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentlat._prompt_shape import parts_of_anthropic
+from agentlat import semconv as sc
+from agentlat._prompt_shape import cache_settings_of_anthropic, field_of, parts_of_anthropic
 from agentlat.instrument._wrapper import Endpoint, Facts, Patcher
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def instrument() -> None:
         MessagesReader,
         paths=frozenset({"/v1/messages"}),
         prompt_parts=parts_of_anthropic,
+        cache_settings=cache_settings_of_anthropic,
     )
     _patcher.wrap(Messages, "create", messages, is_async=False)
     _patcher.wrap(AsyncMessages, "create", messages, is_async=True)
@@ -78,9 +80,19 @@ def _counts(usage: Any) -> dict[str, int]:
     return {name: value for name in _USAGE_FIELDS if isinstance(value := getattr(usage, name, None), int)}
 
 
+def cache_diagnosis(message: Any) -> dict[str, Any]:
+    """Anthropic's own diagnosis of a prompt-cache miss (``diagnostics.cache_miss_reason``, asked for with
+    ``diagnostics={"previous_message_id": ...}``): its type and the input tokens it says the miss cost."""
+    reason = field_of(field_of(message, "diagnostics"), "cache_miss_reason")
+    kind, missed = field_of(reason, "type"), field_of(reason, "cache_missed_input_tokens")
+    if not isinstance(kind, str):
+        return {}
+    return {sc.CACHE_PROVIDER_REASON: kind} | ({sc.CACHE_MISSED_TOKENS: missed} if isinstance(missed, int) else {})
+
+
 def message_facts(message: Any) -> Facts:
-    """Usage, model and tool calls of a ``Message`` (empty for anything else)."""
-    facts = Facts(model=getattr(message, "model", None))
+    """Usage, model, tool calls and cache diagnosis of a ``Message`` (empty for anything else)."""
+    facts = Facts(model=getattr(message, "model", None), attributes=cache_diagnosis(message))
     _set_usage(facts, _counts(getattr(message, "usage", None)))
     blocks = getattr(message, "content", None) or []
     facts.tool_calls = {(0, k): b.name for k, b in enumerate(blocks) if getattr(b, "type", None) == "tool_use"}
@@ -118,6 +130,7 @@ class MessagesReader:
                 self.call.tool_call_ready(*tool, index=event.index)
         elif kind == "message_start":
             self.facts.model = event.message.model
+            self.facts.attributes.update(cache_diagnosis(event.message))
             self._add_usage(event.message.usage)
         elif kind == "message_delta":
             self._add_usage(event.usage)  # cumulative: later counts replace earlier ones

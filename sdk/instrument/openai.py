@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentlat._prompt_shape import parts_of_openai_chat, parts_of_openai_responses
+from agentlat import semconv as sc
+from agentlat._prompt_shape import cache_settings_of_openai, field_of, parts_of_openai_chat, parts_of_openai_responses
 from agentlat.instrument._wrapper import Endpoint, Facts, Patcher
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def instrument(*, stream_usage: bool = False) -> None:
         paths=frozenset({"/chat/completions"}),
         prepare=ask_usage if stream_usage else None,
         prompt_parts=parts_of_openai_chat,
+        cache_settings=cache_settings_of_openai,
     )
     responses = Endpoint(
         PROVIDER,
@@ -61,6 +63,7 @@ def instrument(*, stream_usage: bool = False) -> None:
         ResponsesReader,
         paths=frozenset({"/responses"}),
         prompt_parts=parts_of_openai_responses,
+        cache_settings=cache_settings_of_openai,
     )
     surfaces = (
         ("Chat Completions", "openai.resources.chat.completions", ("Completions", "AsyncCompletions"), chat),
@@ -104,18 +107,13 @@ def _is_usage_chunk(chunk: Any) -> bool:
     return not chunk.choices and getattr(chunk, "usage", None) is not None
 
 
-def _field(value: Any, name: str) -> Any:
-    """A field of a response model, or of the dict an older client keeps a field it does not
-    declare in (openai 1.40's usage has no ``prompt_tokens_details``)."""
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-
-
 def _chat_usage(facts: Facts, usage: Any) -> None:
     facts.set_usage(
         input_tokens=getattr(usage, "prompt_tokens", None),
         output_tokens=getattr(usage, "completion_tokens", None),
-        cache_read_tokens=_field(_field(usage, "prompt_tokens_details"), "cached_tokens"),
-        reasoning_tokens=_field(_field(usage, "completion_tokens_details"), "reasoning_tokens"),
+        cache_read_tokens=field_of(field_of(usage, "prompt_tokens_details"), "cached_tokens"),
+        cache_creation_tokens=field_of(field_of(usage, "prompt_tokens_details"), "cache_write_tokens"),
+        reasoning_tokens=field_of(field_of(usage, "completion_tokens_details"), "reasoning_tokens"),
     )
 
 
@@ -200,12 +198,25 @@ def _fill_response(facts: Facts, response: Any) -> None:
     facts.set_usage(
         input_tokens=getattr(usage, "input_tokens", None),
         output_tokens=getattr(usage, "output_tokens", None),
-        cache_read_tokens=getattr(getattr(usage, "input_tokens_details", None), "cached_tokens", None),
-        reasoning_tokens=getattr(getattr(usage, "output_tokens_details", None), "reasoning_tokens", None),
+        cache_read_tokens=field_of(field_of(usage, "input_tokens_details"), "cached_tokens"),
+        cache_creation_tokens=field_of(field_of(usage, "input_tokens_details"), "cache_write_tokens"),
+        reasoning_tokens=field_of(field_of(usage, "output_tokens_details"), "reasoning_tokens"),
     )
+    facts.attributes.update(cache_diagnosis(getattr(response, "prompt_cache_diagnostics", None)))
     for k, item in enumerate(getattr(response, "output", None) or []):
         if getattr(item, "type", None) in _TOOL_ITEMS:
             facts.tool_calls[0, k] = item.name
+
+
+def cache_diagnosis(diagnostics: Any) -> dict[str, Any]:
+    """OpenAI's own diagnosis of the prompt cache (``prompt_cache_diagnostics``, asked for with
+    ``prompt_cache_options.comparison_response_id``): a miss's reason and the tokens it cost, or the outcome."""
+    kind = field_of(diagnostics, "type")
+    if not isinstance(kind, str):
+        return {}
+    reason, missed = field_of(diagnostics, "reason"), field_of(diagnostics, "cache_missed_tokens")
+    found = {sc.CACHE_PROVIDER_REASON: reason if isinstance(reason, str) else kind}
+    return found | ({sc.CACHE_MISSED_TOKENS: missed} if isinstance(missed, int) else {})
 
 
 def response_facts(response: Any) -> Facts:

@@ -10,6 +10,7 @@ from agentlat.server.routes import (
     alerts,
     breakdown,
     budgets,
+    cache,
     dimensions,
     groups,
     health,
@@ -25,7 +26,7 @@ ROUTERS = tuple(
     module.router
     for module in (
         ingest, health,
-        percentiles, breakdown, groups, timeseries, dimensions, advice, traces, metric_points,
+        percentiles, breakdown, groups, timeseries, dimensions, advice, cache, traces, metric_points,
         budgets, alerts, keys,
     )
 )  # fmt: skip
