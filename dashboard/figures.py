@@ -590,5 +590,6 @@ def cache_over_time(points: Sequence[CachePoint], step_seconds: int) -> go.Figur
     )  # fmt: skip
     fig.update_layout(barmode="stack", bargap=0.1)
     fig.update_yaxes(title_text=f"misses per {step_seconds // 60} min", gridcolor="#eeeeee", secondary_y=False)
-    fig.update_yaxes(range=[0, 1], tickformat=".0%", showgrid=False, secondary_y=True)
+    fig.update_yaxes(range=[0, 1], tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%", showgrid=False,
+                     secondary_y=True)  # fmt: skip
     return _layout(fig, 320)

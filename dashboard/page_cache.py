@@ -40,15 +40,14 @@ def calls(scope: Scope) -> dict[str, Call]:
 
 
 def _main_reason(group: CacheGroup) -> str:
-    """The most frequent reason in words, with its share of the misses; a changed prefix names its part."""
-    if not group.misses_by_reason:
-        return fmt.DASH
-    reason, n = max(group.misses_by_reason.items(), key=lambda item: item[1])
-    text = REASONS[reason][0]
-    if reason == "prefix_changed" and group.changed_parts:
-        part, facts = max(group.changed_parts.items(), key=lambda item: item[1].misses)
+    """The most frequent cause in words (a changed prefix by its part, and where), with its share of the misses."""
+    causes = [(n, REASONS[r][0]) for r, n in group.misses_by_reason.items() if r != "prefix_changed"]
+    for part, facts in group.changed_parts.items():
         where = f" within {facts.offset_p95 + 1:,.0f} B" if facts.offset_p95 is not None else ""
-        text = f"{PART_NAMES[part]} changed{where}"
+        causes.append((facts.misses, f"{PART_NAMES[part]} changed{where}"))
+    if not causes:
+        return fmt.DASH
+    n, text = max(causes, key=lambda cause: cause[0])
     return f"{text} ({n / group.misses:.0%})"
 
 

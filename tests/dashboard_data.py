@@ -4,7 +4,8 @@ fast real server holding them.
 Service ``shop``, all in the last hour unless said otherwise:
 
 * ``/checkout``: 20 traces ``i = 0..19`` of E2E 1000 + 10 i ms: model call 0-300 ms (TTFT
-  100 + 5 i, ITL 10 + i, 1000 input tokens of which 250 cached when i is even), tools
+  100 + 5 i, ITL 10 + i, 1000 input tokens of which 250 cached when i is even; the misses' reasons in
+  ``CHECKOUT_SHAPES``), tools
   ``inventory`` 300-500 and ``payment`` 500-700 (serial and independent: 200 ms to save),
   model call 700-1000 ms; the rest is orchestration.
 * ``/search``: 10 traces of E2E 500 ms, the first one failed: a streamed model call 0-200 ms
@@ -74,7 +75,9 @@ def _span(name: str, trace_id: str, parent: str, base: int, start: float, end: f
     )
 
 
-def checkout_trace(base: int, e2e_ms: float, ttft_ms: float, itl_ms: float, cached: int | None) -> list[SpanSpec]:
+def checkout_trace(
+    base: int, e2e_ms: float, ttft_ms: float, itl_ms: float, cached: int | None, shape: dict | None = None
+) -> list[SpanSpec]:
     trace_id, root = new_trace_id(), new_span_id()
     route = {"agentlat.route": "/checkout"}
     chat = {**route, "gen_ai.operation.name": "chat", "gen_ai.request.model": "m1"}
@@ -82,6 +85,7 @@ def checkout_trace(base: int, e2e_ms: float, ttft_ms: float, itl_ms: float, cach
              "gen_ai.usage.input_tokens": 1000}  # fmt: skip
     if cached is not None:
         first["gen_ai.usage.cache_read.input_tokens"] = cached
+    first.update(shape or {})
     tool = {**route, "gen_ai.operation.name": "execute_tool"}
     agent = {**route, "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "checkout"}
     last_model_end = min(1000.0, e2e_ms)
@@ -117,6 +121,23 @@ def search_trace(base: int, failed: bool, tool_failed: bool) -> list[SpanSpec]:
     ]  # fmt: skip
 
 
+# The prompt's shape as agentlat's SDK records it, on each /checkout trace's first model call: the odd ones miss
+# the cache, i = 1 the route's first call (cold), 3, 7, 11 and 15 with the system prompt changed at byte 29,
+# 5 and 9 with the tools changed at byte 12, 13 and 17 after 400 s idle (expired), 19 from another instrumentation.
+SHAPE = {"agentlat.prompt.part_hashes": ["a1", "b2"], "agentlat.prompt.since_previous_s": 2.0}
+CHANGED_SYSTEM = {**SHAPE, "agentlat.prompt.changed_part": "system", "agentlat.prompt.changed_offset": 29}
+CHANGED_TOOLS = {**SHAPE, "agentlat.prompt.changed_part": "tools", "agentlat.prompt.changed_offset": 12}
+IDLE = {**SHAPE, "agentlat.prompt.since_previous_s": 400.0}
+CHECKOUT_SHAPES: dict[int, dict] = {
+    1: {"agentlat.prompt.part_hashes": ["a1", "b2"]},
+    **dict.fromkeys((3, 7, 11, 15), CHANGED_SYSTEM),
+    **dict.fromkeys((5, 9), CHANGED_TOOLS),
+    **dict.fromkeys((13, 17), IDLE),
+    19: {},
+}
+CHECKOUT_MISSES = {"cold": 1, "prefix_changed": 6, "expired": 2, "unknown": 1}
+
+
 def known_traces(now_ns: int) -> tuple[list[SpanSpec], list[str]]:
     """All spans, and the root span ids of the /checkout traces in the current hour."""
     base = (now_ns // MINUTE_NS - 6) * MINUTE_NS  # a whole minute, six minutes ago
@@ -124,7 +145,7 @@ def known_traces(now_ns: int) -> tuple[list[SpanSpec], list[str]]:
     checkout_ids = []
     for i in range(CHECKOUT):
         trace = checkout_trace(base + i * 2000 * MS, CHECKOUT_E2E[i], CHECKOUT_TTFT[i], CHECKOUT_ITL[i],
-                               250 if i % 2 == 0 else 0)  # fmt: skip
+                               250 if i % 2 == 0 else 0, CHECKOUT_SHAPES.get(i, SHAPE))  # fmt: skip
         checkout_ids.append(trace[0].trace_id)
         spans += trace
     for j in range(SEARCH):

@@ -4,6 +4,7 @@ the numbers shown (tiles, table cells, chart data), empty states and a server th
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +18,16 @@ from streamlit.testing.v1 import AppTest
 from agentlat.dashboard import fmt
 from agentlat.dashboard.page_advisor import NO_FINDINGS
 from agentlat.dashboard.page_budgets import NO_ALERTS
-from tests.dashboard_data import ALL_E2E, ALL_ITL, ALL_TTFT, CHECKOUT_E2E, CHECKOUT_TTFT, exact, start_known_server
+from tests.dashboard_data import (
+    ALL_E2E,
+    ALL_ITL,
+    ALL_TTFT,
+    CHECKOUT_E2E,
+    CHECKOUT_MISSES,
+    CHECKOUT_TTFT,
+    exact,
+    start_known_server,
+)
 from tests.otlp_payloads import MS
 from tests.servers import ServerProcess, free_port
 from tests.test_trace_analysis_e2e import FAST as FAST_ANALYSIS
@@ -238,6 +248,29 @@ def test_routes_table(page: OpenPage, known: ServerProcess) -> None:
     assert shown.placeholder == fmt.DASH  # a missing value (no speculation on /checkout) is a dash, not "None"
     config = json.loads(shown.columns)
     assert config["route"]["pinned"] and config["service"]["pinned"]  # kept in view when scrolling sideways
+
+
+def test_prompt_cache_page(page: OpenPage, known: ServerProcess) -> None:
+    at = page("page_cache.py")
+    frame = at.dataframe[0].value.set_index("route")
+    checkout, search = frame.loc["/checkout"], frame.loc["/search"]
+    assert (checkout["model"], checkout["calls"], checkout["misses"]) == ("m1", 20, 10)
+    assert checkout["hit rate"] == pytest.approx(0.125) and search["hit rate"] == pytest.approx(0.9)
+    assert checkout["main reason"] == "system prompt changed within 30 B (40%)"  # 4 of 10 misses, at byte 29
+    assert checkout["TTFT hit"] == pytest.approx(statistics.mean(CHECKOUT_TTFT[0::2]))
+    assert checkout["TTFT miss"] == pytest.approx(statistics.mean(CHECKOUT_TTFT[1::2]))
+    assert (checkout["input cost hit"], checkout["input cost miss"]) == (pytest.approx(750 + 250 * 0.25), 1000)
+    assert (search["misses"], search["main reason"]) == (0, fmt.DASH)
+    reasons = at.table[0].value.loc[("/checkout", "m1")]
+    assert (reasons["cold (first call)"], reasons["expired"], reasons["unknown"]) == (1, 2, 1)
+    assert reasons["system prompt changed"] == "4 (at 29, p95 29 B)" and reasons["tool definitions changed"] == (
+        "2 (at 12, p95 12 B)"
+    )
+    groups = known.get("/api/v1/cache", window="1h").json()["groups"]
+    assert {g["group"]["route"]: g["misses_by_reason"] for g in groups}["/checkout"] == CHECKOUT_MISSES
+    [chart] = charts(at)
+    bars = {trace["name"]: sum(trace["y"]) for trace in chart["data"] if trace["type"] == "bar"}
+    assert bars == {"prefix changed": 6, "expired": 2, "unknown": 1, "cold (first call)": 1}
 
 
 def test_tools_sorted_by_error_rate(page: OpenPage) -> None:

@@ -218,6 +218,20 @@ def test_routes_and_models(page: Page, dashboard: str) -> None:
     visit(page, f"{dashboard}/routes?window=1h&dim=tool&order=error+rate", "tools", cells=["web_search", "0.2", "250"])
 
 
+def test_prompt_cache(page: Page, dashboard: str) -> None:
+    visit(
+        page,
+        f"{dashboard}/cache?window=1h",
+        "cache",
+        texts=["Prompt cache", "Why calls missed", "4 (at 29, p95 29 B)"],
+        cells=["/checkout", "m1", "system prompt changed within 30 B (40%)", "/search"],
+        charts=1,
+    )
+    chart = page.locator(".js-plotly-plot").first
+    for label in ("prefix changed", "expired", "cold (first call)", "hit rate"):
+        expect(chart.get_by_text(label, exact=True).first).to_be_visible()  # the legend
+
+
 def selected_rows(page: Page) -> list[str]:
     """Texts of the selected rows of the page's tables."""
     return page.locator('[role="row"][aria-selected="true"]').all_inner_texts()
