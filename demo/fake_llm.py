@@ -6,7 +6,9 @@ official SDKs expect them (JSON, or server-sent events flushed one by one), with
 first token, gap between chunks, chunk count, usage (cached tokens included), tool calls and errors,
 and recording the headers of every request it received. Stdlib only; binds 127.0.0.1 by default.
 
-A ``Scenario`` given at construction sets the defaults; a request overrides any field with a header
+A ``ProviderCache`` given at construction (``agentlat.demo.fake_prompt_cache``) plays the provider's prompt
+cache: it then counts the prompt's tokens, answers cached and written tokens by prefix, and the providers' cache
+diagnostics. A ``Scenario`` given at construction sets the defaults; a request overrides any field with a header
 ``x-fake-<field, dashes for underscores>`` (``x-fake-ttft-ms: 120``, ``x-fake-tool-calls: a,b``), which
 the SDKs let callers send through ``extra_headers``.
 
@@ -32,6 +34,7 @@ from itertools import accumulate
 from typing import Any, Literal
 
 from agentlat.demo import fake_gemini
+from agentlat.demo.fake_prompt_cache import ProviderCache
 
 __all__ = ["FakeLLM", "Piece", "Received", "Scenario"]
 
@@ -189,6 +192,7 @@ class _Answer:
     pieces: list[Piece]
     model: str
     ident: str
+    fields: dict[str, Any] = field(default_factory=dict)  # what the prompt cache adds to the body (its diagnosis)
 
     @property
     def last(self) -> int:
@@ -341,6 +345,7 @@ class _Responses:
             "usage": cls.usage(a) if done else None,
             "user": None,
             "metadata": {},
+            **a.fields,
         }
 
     @classmethod
@@ -428,6 +433,7 @@ class _Messages:
             "stop_reason": ("tool_use" if tool_calls(a.pieces) else "end_turn") if final else None,
             "stop_sequence": None,
             "usage": cls.usage(a, a.output_tokens if final else 1),
+            **a.fields,
         }
 
     @classmethod
@@ -535,18 +541,40 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(scenario.status, route.error(scenario.status), route.request_id_header)
             else:
                 ident = hashlib.sha1(raw).hexdigest()[:16]  # the same request gets the same ids
-                self._answer(route, scenario, received, ident, start, offsets(scenario, number))
+                scenario, fields = self._cached(route, scenario, received, ident)
+                self._answer(route, scenario, received, ident, start, offsets(scenario, number), fields)
         except _Disconnected:
             self.close_connection = True
 
+    def _cached(
+        self, route: _Route, scenario: Scenario, received: Received, ident: str
+    ) -> tuple[Scenario, dict[str, Any]]:
+        """The scenario as the fake's prompt cache answers the request (its tokens, a sooner first token on a hit),
+        and what the cache adds to the answer; unchanged without a prompt cache."""
+        cache = self.server.fake.prompt_cache
+        if cache is None:
+            return scenario, {}
+        model = route.asked(received.path, received.body)[0]
+        got = cache.answer(received.path.split("?")[0], received.body, model, ident)
+        ttft_ms = max(scenario.ttft_ms / 4, scenario.ttft_ms - got.ttft_saving_ms)
+        tokens = {"input_tokens": got.input_tokens, "cached_tokens": got.cached_tokens}
+        return replace(scenario, ttft_ms=ttft_ms, cache_creation_tokens=got.written_tokens, **tokens), got.fields
+
     def _answer(
-        self, route: _Route, scenario: Scenario, received: Received, ident: str, start: float, times: list[float]
+        self,
+        route: _Route,
+        scenario: Scenario,
+        received: Received,
+        ident: str,
+        start: float,
+        times: list[float],
+        fields: dict[str, Any],
     ) -> None:
         """Answer a request that succeeds; ``times`` are seconds from its arrival at ``start``."""
         body = received.body
         model, streamed, tools = route.asked(received.path, body)
         pieces = plan(scenario, tools, route.whole_calls)
-        answer = _Answer(body, scenario, pieces, scenario.model or model, ident)
+        answer = _Answer(body, scenario, pieces, scenario.model or model, ident, fields)
         times = times[: len(pieces)]
         received.planned_ns.extend(received.at_ns + round(t * 1e9) for t in times)
         deadlines = [start + t for t in times]
@@ -619,6 +647,7 @@ class FakeLLM:
     """The fake model server: ``start()``/``stop()`` or a ``with`` block; ``url`` is its base URL."""
 
     scenario: Scenario = field(default_factory=Scenario)
+    prompt_cache: ProviderCache | None = None  # None: the cached tokens are the scenario's, as it says
     host: str = "127.0.0.1"
     port: int = 0  # 0: a free port
     stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
