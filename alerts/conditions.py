@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlat.alerts.rules import QUANTILE_INDEX, BurnRate, Drift, Rule, Threshold
+from agentlat.alerts.rules import QUANTILE_INDEX, BurnRate, Drift, Floor, Rule, Threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,24 @@ def threshold(rule: Rule, values: Mapping[str, str], stat: WindowStat | None) ->
     value = stat.value(spec.percentile)
     holds = value > spec.threshold_ms if stat.count >= rule.min_samples else None
     return Observation(values, holds, value, spec.threshold_ms, stat.count)
+
+
+@dataclass(frozen=True, slots=True)
+class RatioStat:
+    """Samples and the ratio (the prompt-cache hit rate) over one window; None: no input tokens reported."""
+
+    count: int
+    ratio: float | None
+
+
+def floor(rule: Rule, values: Mapping[str, str], stat: RatioStat | None) -> Observation:
+    """Holds while the ratio is below the rule's threshold (with enough samples); no ratio is no verdict."""
+    spec = rule.spec
+    assert isinstance(spec, Floor)
+    if stat is None or stat.count == 0 or stat.ratio is None:
+        return Observation(values, None, None, spec.threshold, stat.count if stat else 0)
+    holds = stat.ratio < spec.threshold if stat.count >= rule.min_samples else None
+    return Observation(values, holds, stat.ratio, spec.threshold, stat.count)
 
 
 def drift(

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from agentlat.alerts.conditions import Observation
-from agentlat.alerts.rules import METRIC_NAMES, BurnRate, Drift, Rule, format_seconds
+from agentlat.alerts.rules import METRIC_NAMES, BurnRate, Drift, Floor, Rule, format_seconds
 
 DASHBOARD_WINDOWS = ((900, "15m"), (3600, "1h"), (6 * 3600, "6h"), (86400, "24h"), (7 * 86400, "7d"))
 MAX_SLACK_ALERTS = 10  # alerts shown per Slack message; the rest are counted
@@ -38,6 +38,11 @@ def describe(rule: Rule, observation: Mapping[str, Any]) -> str:
     name = METRIC_NAMES[rule.metric]
     if isinstance(rule.spec, BurnRate):
         return _describe_burn(rule.spec, name, facts)
+    if isinstance(rule.spec, Floor):
+        if value is None:
+            return f"{name}: no model calls reporting cache tokens in the last {format_seconds(rule.window)}"
+        sign = "<" if value < (reference or 0) else "≥"
+        return f"{name} {share(value)} {sign} threshold {share(reference)}"
     percentile = rule.spec.percentile
     if value is None:
         return f"{name} {percentile}: no samples in the last {format_seconds(rule.window)}"
@@ -49,6 +54,11 @@ def describe(rule: Rule, observation: Mapping[str, Any]) -> str:
         return f"{name} {percentile} {ms(value)} vs baseline {ms(reference)} ({ratio:.2f}x, {change})"
     sign = ">" if value > (reference or 0) else "≤"
     return f"{name} {percentile} {ms(value)} {sign} threshold {ms(reference)}"
+
+
+def share(value: float | None) -> str:
+    """``0.423`` -> ``'42.3%'``."""
+    return "n/a" if value is None else f"{value:.1%}"
 
 
 def explain(rule: Rule, observed: Sequence[Observation], fired: int) -> str:
@@ -64,7 +74,7 @@ def explain(rule: Rule, observed: Sequence[Observation], fired: int) -> str:
         most = max(o.count for o in with_data)
         return f"too few samples at every evaluation (at most {most:,}; it needs {rule.min_samples:,})"
     series = len({tuple(sorted(o.values.items())) for o in judged})
-    closest = max(judged, key=_closeness)
+    closest = max(judged, key=lambda o: _closeness(rule, o))
     short = len(with_data) - len(judged)
     also = f"; {short:,} evaluations had too few samples" if short else ""
     where = ", ".join(f"{k}={v}" for k, v in closest.values.items())
@@ -75,10 +85,14 @@ def explain(rule: Rule, observed: Sequence[Observation], fired: int) -> str:
     )
 
 
-def _closeness(observation: Observation) -> float:
-    """How near a value came to its reference (1.0: at it); unknown counts as far."""
+def _closeness(rule: Rule, observation: Observation) -> float:
+    """How near a value came to its reference (1.0: at it; a hit rate from above); unknown counts as far."""
     value, reference = observation.value, observation.reference
-    return value / reference if value is not None and reference else 0.0
+    if value is None or not reference:
+        return 0.0
+    if isinstance(rule.spec, Floor):
+        return reference / value if value else float("inf")
+    return value / reference
 
 
 def _describe_burn(spec: BurnRate, name: str, facts: Mapping[str, Any]) -> str:
@@ -101,6 +115,8 @@ def condition(rule: Rule) -> str:
             f">= {w.factor:g}x over {format_seconds(w.long)} and {format_seconds(w.short)}" for w in spec.windows
         )
         return f"{name} SLO {spec.objective:.2%} within {ms(spec.threshold_ms)}: burn rate {pairs}"
+    if isinstance(spec, Floor):
+        return f"{name} < {share(spec.threshold)} over {format_seconds(spec.window)}"
     if isinstance(spec, Drift):
         base = f"the same window in the last {spec.weeks} weeks" if spec.weeks else f"the last {spec.windows} windows"
         return (

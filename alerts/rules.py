@@ -2,7 +2,8 @@
 
 Three rule types, each judged per label set (the values of the rule's ``by`` dimensions):
 
-- ``threshold``: a metric's p50/p95/p99 over a trailing window is above a latency;
+- ``threshold``: a metric's p50/p95/p99 over a trailing window is above a latency; for a ratio
+  (``cache_hit_rate``, the prompt cache's cached input tokens / input tokens) the ratio is below a floor;
 - ``drift``: the window's percentile (p99 by default) against a baseline of earlier windows
   (the last N windows, or the same window in each of the last N weeks), by a ratio and an
   absolute floor in ms;
@@ -40,7 +41,10 @@ METRIC_DIMENSIONS: dict[str, tuple[str, ...]] = {
     "model": ("service", "route", "agent", "model"),
     "tool": ("service", "route", "agent", "tool"),
     "agent": ("service", "route", "agent"),
+    "cache_hit_rate": ("service", "route", "agent", "model"),
 }
+RATIO_METRICS = ("cache_hit_rate",)  # judged against a floor, not a latency: threshold rules only
+RATIO_MIN_SAMPLES = 20  # model calls reporting cache tokens a hit-rate window needs by default
 METRIC_NAMES = {
     "e2e": "E2E",
     "ttft": "TTFT",
@@ -49,6 +53,7 @@ METRIC_NAMES = {
     "model": "model time",
     "tool": "tool time",
     "agent": "agent run time",
+    "cache_hit_rate": "cache hit rate",
 }
 WEEK = 7 * 86400
 OUTAGE_TOLERANCE = 3600  # a pending alert not evaluated for longer than this starts its `for` again
@@ -70,6 +75,14 @@ class Threshold:
 
     percentile: str
     threshold_ms: float
+    window: int
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """Fires while a ratio (``RATIO_METRICS``) over ``window`` seconds is below ``threshold``."""
+
+    threshold: float
     window: int
 
 
@@ -129,7 +142,7 @@ DEFAULT_BURN_WINDOWS = (
     BurnWindow(3 * 86400, 6 * 3600, 1.0, "warning"),
 )
 
-Spec = Threshold | Drift | BurnRate
+Spec = Threshold | Floor | Drift | BurnRate
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +165,7 @@ class Rule:
 
     @property
     def kind(self) -> str:
-        return {Threshold: "threshold", Drift: "drift", BurnRate: "burn_rate"}[type(self.spec)]
+        return {Threshold: "threshold", Floor: "threshold", Drift: "drift", BurnRate: "burn_rate"}[type(self.spec)]
 
     @property
     def key(self) -> str:

@@ -23,7 +23,10 @@ from agentlat.alerts.rules import (
     DEFAULT_MIN_SAMPLES,
     LABEL_NAME,
     METRIC_DIMENSIONS,
+    METRIC_NAMES,
     PERCENTILES,
+    RATIO_METRICS,
+    RATIO_MIN_SAMPLES,
     RESERVED_LABELS,
     RULE_TYPES,
     SEVERITIES,
@@ -32,6 +35,7 @@ from agentlat.alerts.rules import (
     BurnRate,
     BurnWindow,
     Drift,
+    Floor,
     Notify,
     Receiver,
     Rule,
@@ -322,16 +326,20 @@ class _RuleParser:
         if kind not in RULE_TYPES:
             raise p.fail(node.lines.get("type", node.line), f"{where}type", " or ".join(RULE_TYPES), node.get("type"))
         p.keys(node, RULE_KEYS[kind], where)
+        ratio = node.get("metric") in RATIO_METRICS
         for key in REQUIRED_RULE_KEYS[kind]:
-            if key not in node:
+            if key not in node and not (ratio and key == "percentile"):
                 raise p.fail(node.line, f"{where}{key}", f"a value (required in a {kind} rule)")
         alert = p.text(node, "alert", where, _ALERT_NAME)
         metric = node["metric"]
         if metric not in METRIC_DIMENSIONS:
             raise p.fail(node.lines["metric"], f"{where}metric", f"one of {', '.join(METRIC_DIMENSIONS)}", metric)
+        if ratio and kind != "threshold":
+            expected = f"threshold (a {METRIC_NAMES[metric]} fires below its threshold)"
+            raise p.fail(node.lines["type"], f"{where}type", expected, kind)
         by, match = self._dimensions(node, where, metric)
         labels = self._labels(node, where, (*by, *match))
-        specs = self._specs(node, where, kind)
+        specs = self._specs(node, where, kind, ratio)
         receivers = p.names(node, "receivers", where, tuple(self.receivers)) if "receivers" in node else ()
         if "receivers" in node and not self.receivers:
             raise p.fail(node.lines["receivers"], f"{where}receivers", "receivers declared under receivers:")
@@ -345,6 +353,18 @@ class _RuleParser:
         annotations = self._annotations(node, where, known) if "annotations" in node else {}
         return [Rule(severity=severity, spec=spec, min_samples=self._minimum(node, where, spec),
                      annotations=annotations, **common) for severity, spec in specs]  # fmt: skip
+
+    def _share(self, node: Marked, key: str, where: str) -> float:
+        """A ratio: 0.6 or "60%", from 0 to 1."""
+        raw = node[key]
+        text = raw.strip() if isinstance(raw, str) else None
+        try:
+            value = float(text[:-1]) / 100 if text and text.endswith("%") else float(raw)
+        except (TypeError, ValueError):
+            value = -1.0
+        if isinstance(raw, bool) or not 0 <= value <= 1:
+            raise self.p.fail(node.lines[key], f"{where}{key}", "a share from 0 to 1, or a percentage (0.6, 60%)", raw)
+        return value
 
     def _dimensions(self, node: Marked, where: str, metric: str) -> tuple[tuple[str, ...], dict[str, str]]:
         allowed = METRIC_DIMENSIONS[metric]
@@ -380,9 +400,11 @@ class _RuleParser:
     def _minimum(self, node: Marked, where: str, spec: Spec) -> int:
         if "min_samples" in node:
             return self.p.count(node, "min_samples", where)
-        return BURN_MIN_SAMPLES if isinstance(spec, BurnRate) else self.minimums[spec.percentile]
+        if isinstance(spec, BurnRate):
+            return BURN_MIN_SAMPLES
+        return RATIO_MIN_SAMPLES if isinstance(spec, Floor) else self.minimums[spec.percentile]
 
-    def _specs(self, node: Marked, where: str, kind: str) -> list[tuple[str, Spec]]:
+    def _specs(self, node: Marked, where: str, kind: str, ratio: bool) -> list[tuple[str, Spec]]:
         if kind == "burn_rate":
             burn = self._burn_rate(node, where)
             severities = [s for s in SEVERITIES if any(w.severity == s for w in burn.windows)]
@@ -391,6 +413,10 @@ class _RuleParser:
         severity = node.get("severity", "warning")
         if severity not in SEVERITIES:
             raise self.p.fail(node.lines["severity"], f"{where}severity", " or ".join(SEVERITIES), severity)
+        if ratio:
+            if "percentile" in node:
+                raise self.p.fail(node.lines["percentile"], f"{where}percentile", "none (a ratio has no percentiles)")
+            return [(severity, Floor(self._share(node, "threshold", where), self.p.window(node, "window", where)))]
         percentile = node.get("percentile", "p99")
         if percentile not in PERCENTILES:
             raise self.p.fail(node.lines["percentile"], f"{where}percentile", " or ".join(PERCENTILES), percentile)

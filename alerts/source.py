@@ -1,6 +1,6 @@
 """What rules read from the store, and the observations made of it.
 
-Percentile rules (threshold, drift) read the per-minute rollups: each window is whole
+Percentile rules (threshold, drift) and hit-rate rules read the per-minute rollups: each window is whole
 minutes, its rows merged as ``/api/v1/percentiles`` does for long windows (exact percentiles of
 up to 128 values, t-digest beyond).
 Burn-rate rules need the share of requests slower than a latency, which three stored
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from agentlat.alerts.conditions import Interval, Observation, WindowStat, burn_rate, drift, threshold
-from agentlat.alerts.rules import BurnRate, Drift, Rule
+from agentlat.alerts.conditions import Interval, Observation, RatioStat, WindowStat, burn_rate, drift, floor, threshold
+from agentlat.alerts.rules import BurnRate, Drift, Floor, Rule
 from agentlat.store import SpanFilter, Store
 
 NS = 1_000_000_000
@@ -44,7 +44,8 @@ class MinuteCounts:
 class RuleData:
     """What one rule read for one project, covering a set of evaluation ends."""
 
-    windows: dict[int, dict[LabelKey, WindowStat]] = field(default_factory=dict)  # window end -> label set -> stats
+    # window end -> label set -> stats (a hit-rate rule's: RatioStat)
+    windows: dict[int, dict[LabelKey, WindowStat | RatioStat]] = field(default_factory=dict)
     minutes: dict[LabelKey, MinuteCounts] = field(default_factory=dict)  # burn rates: label set -> counts
 
 
@@ -79,6 +80,10 @@ class MetricSource:
             data.minutes = {key: MinuteCounts(counts) for key, counts in minutes.items()}
             return data
         where = SpanFilter(project, 0, 0, dict(rule.match))
+        if isinstance(rule.spec, Floor):
+            for row in self.tables.window_ratios(where, rule.by, window_ends(rule, ends), rule.window):
+                data.windows.setdefault(row["window_end"], {})[_key(rule, row)] = RatioStat(row["count"], row["ratio"])
+            return data
         for row in self.tables.window_percentiles(where, rule.metric, rule.by, window_ends(rule, ends), rule.window):
             stat = WindowStat(row["count"], tuple(row["q"]))
             data.windows.setdefault(row["window_end"], {})[_key(rule, row)] = stat
@@ -120,11 +125,14 @@ def observations(
         if not all(key):
             continue
         values = _values(rule, key)
-        if isinstance(rule.spec, Drift):
+        if isinstance(rule.spec, Floor):
+            assert isinstance(stat, RatioStat)
+            out.append(floor(rule, values, stat))
+        elif isinstance(rule.spec, Drift):
             baseline = [(e, data.windows.get(e, {}).get(key)) for e in rule.spec.baseline_ends(end)]
-            out.append(drift(rule, values, stat, baseline, active(values)))
+            out.append(drift(rule, values, stat, baseline, active(values)))  # type: ignore[arg-type]
         else:
-            out.append(threshold(rule, values, stat))
+            out.append(threshold(rule, values, stat))  # type: ignore[arg-type]
     return out
 
 

@@ -37,7 +37,6 @@ class PromptPart:
 
 @dataclass(frozen=True, slots=True)
 class _Sent:
-    model: str
     parts: tuple[PromptPart, ...]
     at: float  # time.monotonic() when it was sent
 
@@ -156,10 +155,13 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 
 class PromptHistory:
-    """The previous request of each (provider, route) in this process, bounded in keys and bytes; thread-safe."""
+    """The previous request of each provider, route and model in this process (a provider caches per model), and
+    when each provider and route last sent one, bounded in keys and bytes; thread-safe."""
 
     def __init__(self, keys: int = HISTORY_KEYS, max_bytes: int = HISTORY_BYTES) -> None:
-        self._sent: OrderedDict[tuple[str, str], _Sent] = OrderedDict()
+        self._sent: OrderedDict[tuple[str, str, str], _Sent] = OrderedDict()
+        # provider, route -> the model and time of its last request
+        self._last: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
         self._keys, self._max_bytes = keys, max_bytes
         self._lock = threading.Lock()
         # the prompt-cache lifetime of each provider where the account's differs from the provider's default
@@ -168,9 +170,10 @@ class PromptHistory:
 
     def attributes(self, provider: str, route: str, model: str, parts: Sequence[PromptPart]) -> dict[str, Any]:
         """The prompt's shape as span attributes, and where it first differs from the previous request of the same
-        provider and route: the model, or a part (tools, system, an earlier message) and the byte offset in it.
-        None of that when this is the key's first request or when the previous one is a prefix of it (a
-        conversation that grew). The seconds since that previous request, when there is one."""
+        provider, route and model: a part (tools, system, an earlier message) and the byte offset in it; ``model``
+        when the route sent requests before, but none to this model. None of that on the route's first request,
+        or when the previous one is a prefix of this one (a conversation that grew). The seconds since that
+        previous request (or the route's last one, for a new model), when there is one."""
         cumulative = hashes(parts)
         shape: dict[str, Any] = {
             sc.PROMPT_PARTS: [p.name for p in parts],
@@ -182,22 +185,27 @@ class PromptHistory:
             shape[sc.PROMPT_PREFIX_HASH] = stable[-1]
         if provider in self.ttl_s:
             shape[sc.CACHE_TTL_S] = self.ttl_s[provider]
-        sent = _Sent(model, tuple(parts), time.monotonic())
+        sent = _Sent(tuple(parts), time.monotonic())
         with self._lock:
-            previous = self._sent.pop((provider, route), None)
+            previous = self._sent.pop((provider, route, model), None)
+            last = self._last.pop((provider, route), None)
             if sum(len(p.data) for p in parts) <= self._max_bytes:
-                self._sent[(provider, route)] = sent
-                while len(self._sent) > self._keys:
-                    self._sent.popitem(last=False)
+                self._sent[(provider, route, model)] = sent
+            self._last[(provider, route)] = (model, sent.at)
+            for kept in (self._sent, self._last):
+                while len(kept) > self._keys:
+                    kept.popitem(last=False)
         if previous is not None:
             shape[sc.PROMPT_SINCE_PREVIOUS_S] = round(sent.at - previous.at, 3)
             shape.update(_difference(previous, sent))
+        elif last is not None:  # a new model for the route, or this model's last prompt was too long to keep
+            shape[sc.PROMPT_SINCE_PREVIOUS_S] = round(sent.at - last[1], 3)
+            if last[0] != model:
+                shape[sc.PROMPT_CHANGED_PART] = "model"
         return shape
 
 
 def _difference(previous: _Sent, now: _Sent) -> dict[str, Any]:
-    if previous.model != now.model:
-        return {sc.PROMPT_CHANGED_PART: "model"}
     for old, new in zip(previous.parts, now.parts, strict=False):
         if old.name != new.name:  # a part appeared or went (tools added, a system prompt dropped): the earlier
             return {sc.PROMPT_CHANGED_PART: next((n for n in (TOOLS, SYSTEM) if n in (old.name, new.name)), new.name)}

@@ -101,14 +101,16 @@ PROMPT_VERSION = "agentlat.prompt.version"
 PROMPT_PREFIX_HASH = "agentlat.prompt.prefix_hash"
 # The prompt's structure as the auto-instrumentation sees a request (agentlat._prompt_shape), never its text: its
 # parts in the order a provider's cache reads them (tools, system, message N), the hash of the prompt up to each
-# part's end, its size in bytes, and where it first differs from the previous request of the same provider and
-# route: the part ("model", "tools", "system", "message N") and, for a part present in both, the byte offset in it.
+# part's end, its size in bytes, and where it first differs from the previous request of the same provider, route
+# and model: the part ("tools", "system", "message N"; "model" for a model new to the route) and, for a part present
+# in both, the byte offset in it.
 PROMPT_PARTS = "agentlat.prompt.parts"
 PROMPT_PART_HASHES = "agentlat.prompt.part_hashes"
 PROMPT_BYTES = "agentlat.prompt.bytes"
 PROMPT_CHANGED_PART = "agentlat.prompt.changed_part"
 PROMPT_CHANGED_OFFSET = "agentlat.prompt.changed_offset"
-# Seconds since the previous request of the same provider and route (the one the changed part is found against).
+# Seconds since the previous request of the same provider, route and model (the one the changed part is found
+# against; for a model new to the route, since the route's last request).
 PROMPT_SINCE_PREVIOUS_S = "agentlat.prompt.since_previous_s"
 # What a request says of the provider's prompt cache, and what the provider said of it (issue 39): the
 # lifetime in seconds its cache entries were asked for (the request's own setting, else the SDK's

@@ -1,4 +1,4 @@
-"""SQL of alerting: what rules read (rollup percentiles per window, slow-request counts, the
+"""SQL of alerting: what rules read (rollup percentiles and hit rates per window, slow-request counts, the
 dimension values of a window) and the three tables alerting keeps (state, events, outbox).
 
 The tables are created by migration 4 (``migrations.py``):
@@ -51,7 +51,7 @@ OUTBOX_COLUMNS = """
 
 _PROJECTS = "(empty({projects:Array(String)}) OR has({projects:Array(String)}, ProjectId))"
 _ROLLUP_RANGE = (
-    "ProjectId = {project:String} AND Metric = {metric:String}"
+    "ProjectId = {project:String} AND Metric IN {metrics:Array(String)}"
     " AND Minute >= toDateTime({first:UInt32}) AND Minute < toDateTime({last:UInt32})"
 )
 
@@ -60,16 +60,13 @@ def _columns(by: Sequence[str]) -> str:
     return "".join(f"{DIMENSIONS[d]} AS {d}, " for d in by)
 
 
-def window_percentiles_sql(
-    where: SpanFilter, metric: str, by: Sequence[str], ends: Sequence[int], length: int
-) -> tuple[str, Params]:
-    """Count and p50/p95/p99 per label set over each window [end - length, end) (unix seconds, whole
-    minutes), merged from the per-minute rollups in one pass (exact up to EXACT_MAX values, else t-digest)."""
+def _windowed(where: SpanFilter, metrics: Sequence[str], by: Sequence[str], columns: str) -> str:
+    """``columns`` per label set and window end, over the rollup rows of ``metrics`` in each window
+    [end - length, end) (unix seconds, whole minutes) of the ``{ends}`` and ``{length}`` parameters."""
     tests = " AND ".join([_ROLLUP_RANGE, *where.equality_tests()])
     minute = "toUnixTimestamp(Minute)"
-    sql = f"""
-        SELECT {_columns(by)}window_end, sum(Count) AS count,
-               {MERGED_QUANTILES} AS q
+    return f"""
+        SELECT {_columns(by)}window_end, {columns}
         FROM (
             SELECT *, arrayJoin(arrayFilter(e -> {minute} >= e - {{length:UInt32}} AND {minute} < e,
                                             {{ends:Array(UInt32)}})) AS window_end
@@ -79,9 +76,35 @@ def window_percentiles_sql(
         GROUP BY {", ".join([*by, "window_end"])}
         HAVING count > 0
     """
+
+
+def _window_params(where: SpanFilter, metrics: Sequence[str], ends: Sequence[int], length: int) -> Params:
     params = {k: v for k, v in where.params().items() if k not in ("start_ns", "end_ns")}  # the ends say when
-    params.update(metric=metric, ends=sorted(set(ends)), length=length, first=min(ends) - length, last=max(ends))
-    return sql, params
+    params.update(metrics=list(metrics), ends=sorted(set(ends)), length=length, first=min(ends) - length,
+                  last=max(ends))  # fmt: skip
+    return params
+
+
+def window_percentiles_sql(
+    where: SpanFilter, metric: str, by: Sequence[str], ends: Sequence[int], length: int
+) -> tuple[str, Params]:
+    """Count and p50/p95/p99 per label set over each window, merged from the per-minute rollups in one pass
+    (exact up to EXACT_MAX values, else t-digest)."""
+    sql = _windowed(where, [metric], by, f"sum(Count) AS count, {MERGED_QUANTILES} AS q")
+    return sql, _window_params(where, [metric], ends, length)
+
+
+_HIT_RATE_TERMS = ("advice_cache_reported", "tokens_cache_read", "tokens_cache_input")
+
+
+def window_ratios_sql(where: SpanFilter, by: Sequence[str], ends: Sequence[int], length: int) -> tuple[str, Params]:
+    """The prompt-cache hit rate per label set over each window, from the per-minute rollups: cached input tokens /
+    input tokens of the client model calls reporting both (None without input tokens), and how many reported."""
+    columns = (
+        "sumIf(Count, Metric = 'advice_cache_reported') AS count, sumIf(Sum, Metric = 'tokens_cache_read')"
+        " / nullIf(sumIf(Sum, Metric = 'tokens_cache_input'), 0) AS ratio"
+    )
+    return _windowed(where, _HIT_RATE_TERMS, by, columns), _window_params(where, _HIT_RATE_TERMS, ends, length)
 
 
 def slow_counts_sql(where: SpanFilter, metric: str, by: Sequence[str], threshold_ms: float) -> tuple[str, Params]:
@@ -135,6 +158,11 @@ class AlertTables:
         self, where: SpanFilter, metric: str, by: Sequence[str], ends: Sequence[int], length: int
     ) -> list[dict[str, Any]]:
         return self._rows(*window_percentiles_sql(where, metric, by, ends, length))
+
+    def window_ratios(
+        self, where: SpanFilter, by: Sequence[str], ends: Sequence[int], length: int
+    ) -> list[dict[str, Any]]:
+        return self._rows(*window_ratios_sql(where, by, ends, length))
 
     def slow_counts(
         self, where: SpanFilter, metric: str, by: Sequence[str], threshold_ms: float

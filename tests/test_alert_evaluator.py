@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from agentlat.alerts.evaluator import Evaluator, replay
@@ -319,3 +320,49 @@ rules:
         ("ElsewhereSlow", "no matching series: no tool time samples for it in the window"),
         ("NeedsMore", "too few samples at every evaluation (at most 200; it needs 5,000)"),
     ]
+
+
+HIT_RATE = (
+    HEADER
+    + """\
+rules:
+  - {alert: CacheCold, type: threshold, metric: cache_hit_rate, threshold: 60%, window: 5m, by: [route]}
+"""
+)
+
+
+def model_calls(
+    project: str, start: int, minutes: int, per_min: int, cached: int | None, route: str = "/chat"
+) -> object:
+    """Client model calls of 1,000 input tokens, ``cached`` of them read from the prompt cache (None: not reported)."""
+    table = series(project, start, minutes, per_min, 300.0, route=route)
+    n = table.num_rows  # type: ignore[attr-defined]
+    for name, values, kind in (
+        ("Role", ["model"] * n, pa.string()),
+        ("InputTokens", [1000] * n, pa.uint64()),
+        ("CacheReadTokens", [cached] * n, pa.uint64()),
+    ):
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, kind))  # type: ignore[attr-defined]
+    return table
+
+
+def test_a_hit_rate_fires_below_its_threshold_and_says_so(embedded_store: Store) -> None:
+    p = "ae-hit-rate"
+    load(
+        embedded_store,
+        model_calls(p, E - 300, 5, 4, 900),  # 20 calls at 90 %: fine
+        model_calls(p, E, 5, 2, 900), model_calls(p, E, 5, 3, 100),  # 25 calls: (10 x 900 + 15 x 100) / 25,000 = 42 %
+        model_calls(p, E, 5, 4, 0, route="/few"),  # 20 calls at 0 %: the default minimum, fires too
+        model_calls(p, E, 5, 4, None, route="/unreported"),  # no cache report: no data, never fires
+        model_calls(p, E + 300, 5, 1, 0, route="/chat"),  # 5 calls at 0 %: too few to resolve or fire
+    )  # fmt: skip
+    ev = evaluator(embedded_store, p, HIT_RATE)
+    assert moves(ev.evaluate(E)) == []
+    step = ev.evaluate(E + 300)
+    assert sorted(moves(step)) == [("/chat", "inactive", "pending"), ("/chat", "pending", "firing"),
+                                   ("/few", "inactive", "pending"), ("/few", "pending", "firing")]  # fmt: skip
+    alerts = {a["labels"]["route"]: a for note in step.notifications for a in note.payload["alerts"]}
+    assert (alerts["/chat"]["value"], alerts["/chat"]["reference"], alerts["/chat"]["count"]) == (
+        pytest.approx(0.42), 0.6, 25)  # fmt: skip
+    assert alerts["/chat"]["summary"] == "cache hit rate 42.0% < threshold 60.0%"
+    assert moves(ev.evaluate(E + 600)) == []  # /chat: 5 calls at 0 %, too few to say; /few: no calls, no verdict

@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from agentlat.alerts.message import condition
 from agentlat.alerts.receivers import missing_variables, resolved_url
-from agentlat.alerts.rules import DEFAULT_BURN_WINDOWS, AlertRulesError, BurnRate, Drift, Threshold
+from agentlat.alerts.rules import (
+    DEFAULT_BURN_WINDOWS,
+    RATIO_MIN_SAMPLES,
+    AlertRulesError,
+    BurnRate,
+    Drift,
+    Floor,
+    Threshold,
+)
 from agentlat.alerts.rules_file import ALL_FIELDS, load_rules, parse_rules
 from agentlat.cli.alerts import alerts_app
 from agentlat.shared.yamlfile import WatchedFile
@@ -94,7 +103,8 @@ DURATION = "expected a duration > 0: milliseconds (800), or a string with a unit
          "r.yaml:10: rules[0].window: expected a duration in whole minutes such as '5m', '1h' or '3d', got '90s'"),
         (BASE.replace("p95", "p90"), "r.yaml:8: rules[0].percentile: expected p50 or p95 or p99, got 'p90'"),
         (BASE.replace("metric: ttft", "metric: latency"),
-         "r.yaml:7: rules[0].metric: expected one of e2e, ttft, itl, decode, model, tool, agent, got 'latency'"),
+         "r.yaml:7: rules[0].metric: expected one of e2e, ttft, itl, decode, model, tool, agent, cache_hit_rate, got"
+         " 'latency'"),
         (BASE.replace("metric: ttft", "metric: e2e").replace("[route]", "[model]"),
          "r.yaml:11: rules[0].by: expected a list of names from service, route, agent, each once, got 'model'"),
         (rules_with("match: {route: /a}"),
@@ -233,3 +243,39 @@ def test_a_missing_or_unreadable_rules_file_says_what_to_do(tmp_path: Path) -> N
         load_rules(tmp_path / "absent.yaml")
     with pytest.raises(AlertRulesError, match="cannot read the alert rules file"):
         load_rules(tmp_path)  # a directory
+
+
+HIT_RATE = """\
+rules:
+  - alert: CacheCold
+    type: threshold
+    metric: cache_hit_rate
+    threshold: 60%
+    window: 30m
+    match: {route: /chat}
+"""
+
+
+def test_a_hit_rate_rule_has_a_floor_and_no_percentile() -> None:
+    [rule] = parse_rules(HIT_RATE).rules
+    assert (rule.spec, rule.kind, rule.min_samples) == (Floor(0.6, 1800), "threshold", RATIO_MIN_SAMPLES)
+    assert condition(rule) == "cache hit rate < 60.0% over 30m"
+    assert parse_rules(HIT_RATE.replace("60%", "0.45")).rules[0].spec == Floor(0.45, 1800)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (HIT_RATE.replace("60%", "150%"), "r.yaml:5: rules[0].threshold: expected a share from 0 to 1, or a"),
+        (HIT_RATE.replace("60%", "fast"), "r.yaml:5: rules[0].threshold: expected a share from 0 to 1"),
+        (HIT_RATE + "    percentile: p95\n", "r.yaml:8: rules[0].percentile: expected none (a ratio has no"),
+        (HIT_RATE.replace("type: threshold", "type: drift").replace("threshold: 60%", "ratio: 2\n    floor: 1ms\n"
+                                                                    "    baseline: {windows: 3}"),
+         "r.yaml:3: rules[0].type: expected threshold (a cache hit rate fires below its threshold), got 'drift'"),
+        (HIT_RATE.replace("match: {route: /chat}", "match: {tool: x}"), "r.yaml:7: rules[0].match.tool: expected"),
+    ],
+)  # fmt: skip
+def test_hit_rate_mistakes(text: str, expected: str) -> None:
+    with pytest.raises(AlertRulesError) as raised:
+        parse_rules(text, "r.yaml")
+    assert expected in str(raised.value)
