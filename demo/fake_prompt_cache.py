@@ -7,8 +7,9 @@ Anthropic: ``system``; Gemini: ``systemInstruction``), then each message (``mess
 ``contents``). A part's size in tokens is its JSON's bytes / 4, rounded up (the fake's tokenizer), and the
 prompt's input tokens are the sum (they replace the scenario's).
 
-A request reads the longest prefix, ending at a cacheable point, that an earlier request to the same model
-stored and used no longer ago than its lifetime, if it has at least ``min_tokens``; then it stores (or refreshes)
+A request reads the longest prefix, ending at a cacheable point, that an earlier request to the same model (and
+OpenAI ``prompt_cache_key``) stored and used no longer ago than its lifetime, if it has at least ``min_tokens``;
+then it stores (or refreshes)
 every cacheable prefix of at least ``min_tokens``. OpenAI and Gemini cache at every part's end; Anthropic only
 at a part holding a ``cache_control`` marker (and at the last part with a top-level one), so a request without
 one caches nothing, and reports the tokens it wrote (``cache_creation_input_tokens``). Lifetime: ``ttl_s``,
@@ -81,7 +82,8 @@ class ProviderCache:
     ) -> None:
         self.ttl_s, self.min_tokens, self.prefill_ms_per_token = ttl_s, min_tokens, prefill_ms_per_token
         self._clock, self._remembered = clock, remembered
-        self._entries: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()  # -> (last use, ttl)
+        # (model, prompt_cache_key, prefix hash) -> (last use, lifetime): OpenAI routes requests by their key
+        self._entries: OrderedDict[tuple[str, str, str], tuple[float, float]] = OrderedDict()
         self._answered: OrderedDict[str, _Prompt] = OrderedDict()  # response ident -> its prompt
         self._lock = threading.Lock()
 
@@ -103,7 +105,7 @@ class ProviderCache:
     def _read(self, prompt: _Prompt, now: float) -> int:
         for index in reversed(prompt.cacheable):
             tokens = prompt.tokens_to(index)
-            entry = self._entries.get((prompt.model, prompt.hashes[index]))
+            entry = self._entries.get((prompt.model, prompt.cache_key, prompt.hashes[index]))
             if tokens >= self.min_tokens and entry is not None and now - entry[0] <= entry[1]:
                 return tokens
         return 0
@@ -114,7 +116,7 @@ class ProviderCache:
         for index in prompt.cacheable:
             tokens = prompt.tokens_to(index)
             if tokens >= self.min_tokens:
-                key = (prompt.model, prompt.hashes[index])
+                key = (prompt.model, prompt.cache_key, prompt.hashes[index])
                 self._entries.pop(key, None)
                 self._entries[key] = (now, prompt.ttl_s)
                 longest = max(longest, tokens)

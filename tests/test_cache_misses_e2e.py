@@ -91,10 +91,12 @@ def reports(fake: FakeLLM, memory: InMemorySpanExporter, server: ServerProcess) 
         changed = [{"type": "text", "text": "Today: " + SYSTEM, "cache_control": {"type": "ephemeral"}}]
         claude.messages.create(**ask, system=changed, diagnostics={"previous_message_id": marked.id})
         claude.messages.create(**ask, system=changed)
-    # /responses: OpenAI's own diagnosis of a changed model against the previous response
+    # /responses: OpenAI's own diagnosis against the first response: of a changed model, of another cache key
     with agentlat.agent("writer", route="/responses"):
         first = gpt.responses.create(model="gpt-5", instructions=SYSTEM, input="draft a reply")
         gpt.responses.create(model="gpt-5-mini", instructions=SYSTEM, input="draft a reply",
+                             prompt_cache_options={"comparison_response_id": first.id})  # fmt: skip
+        gpt.responses.create(model="gpt-5", instructions=SYSTEM, input="draft a reply", prompt_cache_key="billing-2",
                              prompt_cache_options={"comparison_response_id": first.id})  # fmt: skip
     # /chat: one call in three with the stable system prompt, the others with a time stamp before it
     for i in range(24):
@@ -105,7 +107,7 @@ def reports(fake: FakeLLM, memory: InMemorySpanExporter, server: ServerProcess) 
         groups = server.get("/api/v1/cache", window="1h", source="spans").json()["groups"]
         found = {g["group"]["route"]: g for g in groups}
         counts = {route: g["calls"] for route, g in found.items()}
-        wanted = {"/support": 5, "/classify": 2, "/claude": 4, "/responses": 2, "/chat": 24}
+        wanted = {"/support": 5, "/classify": 2, "/claude": 4, "/responses": 3, "/chat": 24}
         return found if counts == wanted else None
 
     return wait_for(report, timeout=30)
@@ -131,7 +133,7 @@ def test_each_reason_from_real_client_calls(reports: dict[str, dict[str, Any]]) 
     assert claude["changed_parts"]["system"]["misses"] == 2
     assert claude["cache_write_tokens"] > 0
     responses = reports["/responses"]
-    assert responses["misses_by_reason"] == {"cold": 1, "prefix_changed": 1}
+    assert responses["misses_by_reason"] == {"cold": 1, "prefix_changed": 1, "settings_changed": 1}
     assert set(responses["changed_parts"]) == {"model"}
 
 
