@@ -9,11 +9,12 @@ prompt's input tokens are the sum (they replace the scenario's).
 
 A request reads the longest prefix, ending at a cacheable point, that an earlier request to the same model (and
 OpenAI ``prompt_cache_key``) stored and used no longer ago than its lifetime, if it has at least ``min_tokens``;
-then it stores (or refreshes)
-every cacheable prefix of at least ``min_tokens``. OpenAI and Gemini cache at every part's end; Anthropic only
-at a part holding a ``cache_control`` marker (and at the last part with a top-level one), so a request without
-one caches nothing, and reports the tokens it wrote (``cache_creation_input_tokens``). Lifetime: ``ttl_s``,
-or what the request asks (Anthropic ``cache_control.ttl``, OpenAI ``prompt_cache_options.ttl`` or
+then it stores (or refreshes) every cacheable prefix of at least ``min_tokens``. OpenAI and Gemini cache at every
+part's end. Anthropic stores only at a part holding a ``cache_control`` marker (and at the last part with a
+top-level one), and reads at any part up to 20 before such a breakpoint, so a marker moved to the newest turn
+still reads the earlier turns; a request without one caches nothing. Markers are not content: a part is hashed
+without them. Anthropic reports the tokens it wrote (``cache_creation_input_tokens``). Lifetime: ``ttl_s``, or
+what the request asks (Anthropic ``cache_control.ttl``, OpenAI ``prompt_cache_options.ttl`` or
 ``prompt_cache_retention``). A hit's first token comes ``prefill_ms_per_token`` sooner per cached token, never
 sooner than a quarter of the scenario's TTFT.
 
@@ -36,6 +37,8 @@ from typing import Any
 _ANTHROPIC_TTL_S = {"5m": 300.0, "1h": 3600.0}
 _OPENAI_TTL_S = {"30m": 1800.0, "12h": 43200.0, "24h": 86400.0}
 _SYSTEM_ROLES = ("system", "developer")
+LOOKBACK_PARTS = 20  # how far before a breakpoint Anthropic looks for an earlier entry
+_ID_PREFIXES = {"/v1/messages": "msg_", "/v1/responses": "resp_", "/v1/chat/completions": "chatcmpl-"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,9 @@ class _Prompt:
     model: str
     parts: tuple[_Part, ...]
     hashes: tuple[str, ...]  # of the prompt up to each part's end
-    cacheable: tuple[int, ...]  # indexes of the parts a prefix may end at
+    cacheable: tuple[int, ...]  # indexes of the parts a stored prefix ends at
+    readable: tuple[int, ...]  # indexes of the parts a read prefix may end at (Anthropic: up to 20 before a breakpoint)
+    response_id: str  # the id of its answer, as the provider writes it
     ttl_s: float
     cache_key: str  # OpenAI's prompt_cache_key
 
@@ -84,18 +89,18 @@ class ProviderCache:
         self._clock, self._remembered = clock, remembered
         # (model, prompt_cache_key, prefix hash) -> (last use, lifetime): OpenAI routes requests by their key
         self._entries: OrderedDict[tuple[str, str, str], tuple[float, float]] = OrderedDict()
-        self._answered: OrderedDict[str, _Prompt] = OrderedDict()  # response ident -> its prompt
+        self._answered: OrderedDict[str, _Prompt] = OrderedDict()  # response id -> its prompt
         self._lock = threading.Lock()
 
     def answer(self, path: str, body: Mapping[str, Any], model: str, ident: str) -> CacheAnswer:
         """Read and fill the cache for one request (``ident``: its response id without the provider's prefix)."""
-        prompt = _prompt(path, body, model, self.ttl_s)
+        prompt = _prompt(path, body, model, ident, self.ttl_s)
         with self._lock:
             now = self._clock()
             cached = self._read(prompt, now)
             written = self._write(prompt, now, cached)
             fields = self._diagnosis(prompt, body, cached)
-            self._answered[ident] = prompt
+            self._answered[prompt.response_id] = prompt
             while len(self._answered) > self._remembered:
                 self._answered.popitem(last=False)
         saving = cached * self.prefill_ms_per_token
@@ -103,7 +108,7 @@ class ProviderCache:
         return CacheAnswer(total, cached, written if prompt.provider == "anthropic" else 0, saving, fields)
 
     def _read(self, prompt: _Prompt, now: float) -> int:
-        for index in reversed(prompt.cacheable):
+        for index in reversed(prompt.readable):
             tokens = prompt.tokens_to(index)
             entry = self._entries.get((prompt.model, prompt.cache_key, prompt.hashes[index]))
             if tokens >= self.min_tokens and entry is not None and now - entry[0] <= entry[1]:
@@ -137,15 +142,15 @@ class ProviderCache:
             }
         return {}
 
-    def _earlier(self, response_id: Any) -> _Prompt | None:
-        if not isinstance(response_id, str):
-            return None
-        return self._answered.get(response_id.rsplit("_", 1)[-1].rsplit("-", 1)[-1])
+    def _earlier(self, response_id: Any, provider: str) -> _Prompt | None:
+        """The prompt of an earlier answer of the same provider with this id."""
+        earlier = self._answered.get(response_id) if isinstance(response_id, str) else None
+        return earlier if earlier is not None and earlier.provider == provider else None
 
     def _anthropic(self, prompt: _Prompt, previous_id: Any) -> dict[str, Any] | None:
         if previous_id is None:
             return None
-        earlier = self._earlier(previous_id)
+        earlier = self._earlier(previous_id, prompt.provider)
         if earlier is None:
             return {"cache_miss_reason": {"type": "previous_message_not_found"}}
         changed = _first_change(earlier, prompt)
@@ -157,7 +162,7 @@ class ProviderCache:
     def _openai(self, prompt: _Prompt, compared: Any, cached: int) -> dict[str, Any]:
         if cached:
             return {"type": "cache_hit"}
-        earlier = self._earlier(compared)
+        earlier = self._earlier(compared, prompt.provider)
         if earlier is None:
             return {"type": "comparison_response_not_found"}
         changed = _first_change(earlier, prompt)
@@ -189,7 +194,7 @@ def _first_change(earlier: _Prompt, now: _Prompt) -> tuple[str, int] | None:
     return None
 
 
-def _prompt(path: str, body: Mapping[str, Any], model: str, default_ttl_s: float) -> _Prompt:
+def _prompt(path: str, body: Mapping[str, Any], model: str, ident: str, default_ttl_s: float) -> _Prompt:
     provider, tools, system, messages = _cut(path, body)
     parts = [
         _part(kind, value)
@@ -205,11 +210,13 @@ def _prompt(path: str, body: Mapping[str, Any], model: str, default_ttl_s: float
         if body.get("cache_control") and parts:
             cacheable.append(len(parts) - 1)
         cacheable = sorted(set(cacheable))
+        readable = sorted({i for end in cacheable for i in range(max(0, end - LOOKBACK_PARTS), end + 1)})
     else:
-        cacheable = list(range(len(parts)))
+        cacheable = readable = list(range(len(parts)))
     cache_key = str(body.get("prompt_cache_key") or "")
-    return _Prompt(provider, model, tuple(parts), tuple(hashes), tuple(cacheable),
-                   _ttl(provider, body, default_ttl_s), cache_key)  # fmt: skip
+    return _Prompt(provider, model, tuple(parts), tuple(hashes), tuple(cacheable), tuple(readable),
+                   f"{_ID_PREFIXES.get(path.split('?')[0], '')}{ident}", _ttl(provider, body, default_ttl_s),
+                   cache_key)  # fmt: skip
 
 
 def _cut(path: str, body: Mapping[str, Any]) -> tuple[str, Any, Any, list[Any]]:
@@ -232,8 +239,17 @@ def _cut(path: str, body: Mapping[str, Any]) -> tuple[str, Any, Any, list[Any]]:
 
 
 def _part(kind: str, value: Any) -> _Part:
-    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    """A part's bytes without its cache markers: a marker says where a prefix may end, it is not content."""
+    data = json.dumps(_unmarked(value), separators=(",", ":"), ensure_ascii=False).encode()
     return _Part(kind, data, -(-len(data) // 4), _marked(value))
+
+
+def _unmarked(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
 
 
 def _marked(value: Any) -> bool:

@@ -13,7 +13,14 @@ from typing import Any
 
 from agentlat.store import cache_misses
 from agentlat.store.backends import Params
-from agentlat.store.queries import DIMENSIONS, SpanFilter, rollup_percentiles_sql, rollup_spans, timeseries_rows
+from agentlat.store.queries import (
+    DIMENSIONS,
+    SpanFilter,
+    largest_tier,
+    rollup_percentiles_sql,
+    rollup_spans,
+    timeseries_rows,
+)
 from agentlat.store.rollup_sql import (
     ADVICE_SPAN_METRICS,
     CACHE_METRICS,
@@ -30,7 +37,6 @@ REPORT_METRICS: dict[str, str] = {
     **{m: COUNTER_METRICS[m] for m in ("tokens_cache_read", "tokens_cache_input")},
     **CACHE_METRICS,
 }
-MIN_CALLS = 1  # a group is reported from its first call that reports cache tokens
 
 
 def cache_report_sql(group_by: Sequence[str], where: SpanFilter, from_rollups: bool) -> tuple[str, Params]:
@@ -57,7 +63,7 @@ def report_from_rows(rows: Sequence[dict[str, Any]], group_by: Sequence[str]) ->
     for row in rows:
         by_group.setdefault(tuple(row[d] for d in group_by), {})[row["metric"]] = row
     groups = [_group(dict(zip(group_by, key, strict=True)), found) for key, found in by_group.items()]
-    return sorted((g for g in groups if g["calls"] >= MIN_CALLS), key=lambda g: (-g["calls"], *g["group"].values()))
+    return sorted((g for g in groups if g["calls"]), key=lambda g: (-g["calls"], *g["group"].values()))
 
 
 def _group(group: dict[str, str], found: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -115,11 +121,7 @@ def hit_rate_series_sql(group_by: Sequence[str], where: SpanFilter, step_seconds
     metrics = [*HIT_RATE_SERIES, *(f"cache_miss_{r}" for r in cache_misses.REASONS)]
     metrics += [f"cache_miss_changed_{p}" for p in cache_misses.PARTS]
     sql, params = timeseries_rows(metrics, group_by, where, step_seconds)
-    return sql, params | rollup_spans(where, largest=_largest(step_seconds))
-
-
-def _largest(step_seconds: int) -> int:
-    return next(t for t in (86_400, 3600, 60) if step_seconds % t == 0)
+    return sql, params | rollup_spans(where, largest=largest_tier(step_seconds))
 
 
 def series_from_rows(rows: Sequence[dict[str, Any]], group_by: Sequence[str]) -> list[dict[str, Any]]:

@@ -344,8 +344,13 @@ def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step
         LIMIT 100000
         {FINAL_SETTINGS}
     """
-    spans = rollup_spans(where, largest=next(t for t in (DAY_S, HOUR_S, MINUTE_S) if step_seconds % t == 0))
+    spans = rollup_spans(where, largest=largest_tier(step_seconds))
     return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
+
+
+def largest_tier(step_seconds: int) -> int:
+    """The longest rollup period (day, hour, minute) a series of ``step_seconds`` intervals may read whole."""
+    return next(t for t in (DAY_S, HOUR_S, MINUTE_S) if step_seconds % t == 0)
 
 
 def timeseries_rows(
@@ -390,7 +395,7 @@ def heatmap_sql(metric: str, where: SpanFilter, step_seconds: int) -> tuple[str,
         LIMIT 100000
         {FINAL_SETTINGS}
     """
-    spans = rollup_spans(where, largest=next(t for t in (DAY_S, HOUR_S, MINUTE_S) if step_seconds % t == 0))
+    spans = rollup_spans(where, largest=largest_tier(step_seconds))
     return sql, {**where.params(), **spans, "metric": metric, "step": step_seconds}
 
 

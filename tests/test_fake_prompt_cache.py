@@ -38,7 +38,7 @@ def test_anthropic_caches_what_a_breakpoint_marks_and_diagnoses_against_a_messag
     system = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
     first = claude.messages.create(**ask, system=system)
     second = claude.messages.create(**ask, system=system, diagnostics={"previous_message_id": first.id})
-    written = tokens(system)
+    written = tokens([{"type": "text", "text": SYSTEM}])  # the marker is not content
     assert (first.usage.cache_creation_input_tokens, first.usage.cache_read_input_tokens) == (written, 0)
     assert (second.usage.cache_read_input_tokens, second.usage.input_tokens) == (written, tokens(USER))
     assert second.diagnostics is None  # nothing differs
@@ -96,3 +96,22 @@ def test_an_entry_lives_its_lifetime_from_its_last_use() -> None:
     now[0] = 29.0
     assert cache.answer("/v1/chat/completions", body, "m", "d").cached_tokens == 0  # 10.5 s unused: expired
     assert cache.answer("/v1/chat/completions", body, "other", "e").cached_tokens == 0  # another model's cache
+
+
+def test_anthropic_reads_back_from_a_moved_breakpoint_and_ids_name_one_provider(fake: FakeLLM) -> None:
+    """The usual multi-turn pattern: each turn marks its newest message; turn 2 reads what turn 1 wrote."""
+    claude = anthropic.Anthropic(base_url=fake.url, api_key="fake", max_retries=0)
+    marker = {"cache_control": {"type": "ephemeral"}}
+    first_turn = [{"role": "user", "content": [{"type": "text", "text": SYSTEM, **marker}]}]
+    one = claude.messages.create(model="claude-sonnet-4-5", max_tokens=16, messages=first_turn)
+    unmarked = [{"role": "user", "content": [{"type": "text", "text": SYSTEM}]}]
+    second_turn = [*unmarked, {"role": "assistant", "content": "ok"},
+                   {"role": "user", "content": [{"type": "text", "text": "more", **marker}]}]  # fmt: skip
+    two = claude.messages.create(model="claude-sonnet-4-5", max_tokens=16, messages=second_turn)
+    assert one.usage.cache_creation_input_tokens == tokens(unmarked[0])  # the marker's bytes are not counted
+    assert two.usage.cache_read_input_tokens == tokens(unmarked[0])
+    gpt = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="fake", max_retries=0)
+    response = gpt.responses.create(model="gpt-5", instructions=SYSTEM, input="draft")
+    other = claude.messages.create(model="claude-sonnet-4-5", max_tokens=16, messages=first_turn,
+                                   diagnostics={"previous_message_id": response.id})  # fmt: skip
+    assert other.diagnostics.cache_miss_reason.type == "previous_message_not_found"  # not a message of this API
