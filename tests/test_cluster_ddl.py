@@ -135,6 +135,9 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         "`agentlat`.agentlat_rollup_1m",  # migration 11: minutes, hours, days with exact values
         "`agentlat`.agentlat_rollup_1h",
         "`agentlat`.agentlat_rollup_1d",
+        "`agentlat`.agentlat_rollup_1m",  # migration 22: minutes, hours, days with the prompt cache's metrics
+        "`agentlat`.agentlat_rollup_1h",
+        "`agentlat`.agentlat_rollup_1d",
     ]
     # ARRAY JOINs are left alone; the newest analyses of the traces found; the groups the minutes held
     traces = ["`agentlat`.agentlat_traces", "`agentlat`.agentlat_traces"]
@@ -156,6 +159,9 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
          "`agentlat`.agentlat_migrations"],
         ["`agentlat`.agentlat_rollup_1h"],
         minutes,  # migration 11
+        hours,
+        ["`agentlat`.agentlat_rollup_1h"],
+        minutes,  # migration 22
         hours,
         ["`agentlat`.agentlat_rollup_1h"],
     ]  # fmt: skip
