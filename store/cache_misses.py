@@ -1,6 +1,6 @@
 """Why a client model call missed the prompt cache (issue 39), as SQL over the stored spans, and the cache
 figures the API, the dashboard and the advisor read: exact from the spans or from the rollups, the same
-metrics either way (``CACHE_METRICS`` are rollup metrics too, store/rollup_sql.py).
+metrics either way (``cache_metrics`` and ``miss_pairs`` are rollup metrics too, store/rollup_sql.py).
 
 A call missed when it reports cache-read tokens and they are 0. Its reason, first that applies:
 
@@ -122,14 +122,11 @@ INPUT_COST = (
 
 
 def cache_metrics(client_model: str) -> dict[str, str]:
-    """The rollup metrics of the prompt cache, over client model calls (``client_model``, rollup_sql.CLIENT_MODEL)
-    that report cache-read tokens: counters of misses by reason and part (their values 0), the byte offsets of
-    changed parts, and the input tokens and input cost of hits and misses."""
+    """The prompt cache's rollup metrics with a fixed name, over client model calls (``client_model``,
+    rollup_sql.CLIENT_MODEL) that report cache-read tokens: the input tokens and input cost of hits and misses, and
+    the tokens written."""
     reported = f"{client_model} AND CacheReadTokens IS NOT NULL"
-    miss = f"{reported} AND {MISS}"
-    metrics = {f"cache_miss_{r}": f"if({miss} AND {REASON} = '{r}', 0, NULL)" for r in REASONS}
-    metrics |= {f"cache_miss_changed_{p}": f"if({miss} AND {PART} = '{p}', 0, NULL)" for p in PARTS}
-    metrics |= {f"cache_offset_{p}": f"if({miss} AND {PART} = '{p}', {OFFSET}, NULL)" for p in OFFSET_PARTS}
+    metrics = {}
     for outcome, test in (("hit", HIT), ("miss", MISS)):
         metrics[f"cache_input_{outcome}"] = f"if({reported} AND {test}, InputTokens, NULL)"
         metrics[f"cache_cost_{outcome}"] = f"if({reported} AND {test} AND InputTokens IS NOT NULL, {INPUT_COST}, NULL)"
@@ -137,4 +134,25 @@ def cache_metrics(client_model: str) -> dict[str, str]:
     return metrics
 
 
+# The metrics a miss counts in, named after its reason (a changed prefix after its part: cache_miss_changed_system),
+# and the byte offset of a changed part (cache_offset_system).
+MISS_METRICS = (
+    *(f"cache_miss_{r}" for r in REASONS),
+    *(f"cache_miss_changed_{p}" for p in PARTS),
+    *(f"cache_offset_{p}" for p in OFFSET_PARTS),
+)
 DIGESTED = tuple(f"cache_offset_{p}" for p in OFFSET_PARTS)  # the others are counters and sums
+
+
+def miss_pairs(client_model: str) -> str:
+    """SQL of two (metric, value) pairs per span for ``MISS_METRICS``, each named by the span's own reason, so the
+    reason is worked out once a span however many reasons there are: the miss's counter (value 0) and its part's
+    offset (NULL where there is none, as on every span that did not miss)."""
+    miss = f"{client_model} AND CacheReadTokens IS NOT NULL AND {MISS}"
+    # the attributes are read only for a model span that read nothing from the cache (if() evaluates lazily)
+    maybe = f"Role = 'model' AND {MISS}"
+    counter = f"if({maybe}, if({REASON} = 'prefix_changed', concat('changed_', {PART}), {REASON}), '')"
+    return (
+        f"(concat('cache_miss_', {counter}), if({miss}, toNullable(toFloat64(0)), NULL)),"
+        f" (if({maybe}, concat('cache_offset_', {PART}), ''), if({miss}, toNullable(toFloat64({OFFSET})), NULL))"
+    )

@@ -27,29 +27,31 @@ from agentlat.store.rollup_sql import (
     CLIENT_MODEL,
     COUNTER_METRICS,
     FINAL_SETTINGS,
+    MISS_PAIRS,
     ROLLUP_LEVELS,
     metric_pairs,
 )
 
 _BORROWED = ("advice_cache_reported", "advice_uncached", "advice_ttft_cached", "advice_ttft_uncached")
-REPORT_METRICS: dict[str, str] = {
+_FIXED: dict[str, str] = {
     **{m: ADVICE_SPAN_METRICS[m] for m in _BORROWED},
     **{m: COUNTER_METRICS[m] for m in ("tokens_cache_read", "tokens_cache_input")},
     **CACHE_METRICS,
 }
+REPORT_METRICS = (*_FIXED, *cache_misses.MISS_METRICS)
 
 
 def cache_report_sql(group_by: Sequence[str], where: SpanFilter, from_rollups: bool) -> tuple[str, Params]:
     """Per group and metric of ``REPORT_METRICS``: count, sum, mean and p50/p95/p99."""
     if from_rollups:
-        return rollup_percentiles_sql(list(REPORT_METRICS), group_by, where, limit=None)
+        return rollup_percentiles_sql(REPORT_METRICS, group_by, where, limit=None)
     columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
     condition = " AND ".join([where.window_clause(), *where.equality_tests(), CLIENT_MODEL])
     sql = f"""
         SELECT {columns}m.1 AS metric, count() AS count, sum(m.2) AS sum, sum / count AS mean,
                quantilesExactInclusive({ROLLUP_LEVELS})(assumeNotNull(m.2)) AS q
         FROM otel_traces FINAL
-        ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{metric_pairs(REPORT_METRICS)}]) AS m
+        ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{metric_pairs(_FIXED)}, {MISS_PAIRS}]) AS m
         WHERE {condition}
         GROUP BY {", ".join([*group_by, "metric"])}
         {FINAL_SETTINGS}

@@ -631,7 +631,8 @@ class Migration:
     statements: tuple[str, ...]
 
 
-# Every stored minute, hour and day rolled up again with the prompt cache's metrics (rollup_sql.CACHE_METRICS).
+# Every stored minute, hour and day rolled up again with the prompt cache's metrics (rollup_sql.CACHE_METRICS and
+# MISS_PAIRS).
 CACHE_ROLLUPS = (minutes_from_raw("1", "1", "1", _NOW_VERSION), hours_from_minutes("1"), days_from_hours("1"))
 
 MIGRATIONS: tuple[Migration, ...] = (

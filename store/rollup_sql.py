@@ -138,8 +138,10 @@ ADVICE_TRACE_METRICS = {
     "advice_dispatch_traces": "if(DispatchSavingMs > 0, 0, NULL)",
     "advice_dispatch_streamed": "DispatchStreamedCalls",
 }
-# The prompt cache's misses by reason and part, the offsets of changed parts, input tokens and cost of hits and misses.
+# The prompt cache's input tokens and cost of hits and misses; its misses by reason and part, and the offsets of
+# changed parts, are pairs whose names the spans' reasons give (MISS_PAIRS, MISS_METRICS).
 CACHE_METRICS = cache_misses.cache_metrics(CLIENT_MODEL)
+MISS_PAIRS = cache_misses.miss_pairs(CLIENT_MODEL)
 
 # Per analysed trace, an array column: one value per element (each linked tool call's dispatch delay), with
 # the values or a digest kept for their median.
@@ -148,7 +150,8 @@ _UNDIGESTED = (
     *COUNTER_METRICS,
     *(m for m in ADVICE_SPAN_METRICS if m != "advice_input_tokens"),
     *ADVICE_TRACE_METRICS,
-    *(m for m in CACHE_METRICS if m not in cache_misses.DIGESTED),
+    *CACHE_METRICS,
+    *(m for m in cache_misses.MISS_METRICS if m not in cache_misses.DIGESTED),
 )
 
 
@@ -165,6 +168,7 @@ def minutes_from_raw(spans_where: str, traces_where: str, minutes_where: str, ve
     with a count of 0 when it has no data any more (a re-analysis moved a trace to another minute or
     route), which replaces its stale row. Readers leave out groups whose count is 0."""
     span_metrics = metric_pairs({**SPAN_ROLLUP_METRICS, **COUNTER_METRICS, **ADVICE_SPAN_METRICS, **CACHE_METRICS})
+    span_metrics += f", {MISS_PAIRS}"
     trace_metrics = metric_pairs({**TRACE_ROLLUP_METRICS, **ADVICE_TRACE_METRICS})
     call_metrics = "".join(
         f", arrayMap(v -> ('{name}', toNullable(toFloat64(v))), {column})"
