@@ -274,7 +274,9 @@ ChangedPart = Literal["model", "tools", "system", "messages"]
 
 
 class ChangedPartStats(Answer):
-    misses: int = Field(description="misses whose prompt first differs from the route's previous request here")
+    misses: int = Field(
+        description="misses whose prompt first differs here from the route's previous request to the model"
+    )
     offset_p50: float | None = Field(description="median byte offset in the part (as sent) where it first differs")
     offset_p95: float | None
 

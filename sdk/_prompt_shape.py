@@ -92,9 +92,7 @@ def cache_settings_of_anthropic(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def cache_settings_of_openai(params: Mapping[str, Any]) -> dict[str, Any]:
     """The lifetime a request asks for: ``prompt_cache_options.ttl``, else ``prompt_cache_retention``."""
-    options = params.get("prompt_cache_options")
-    ttl = field_of(options, "ttl") if isinstance(options, Mapping) else None
-    ttl = ttl or params.get("prompt_cache_retention")
+    ttl = field_of(params.get("prompt_cache_options"), "ttl") or params.get("prompt_cache_retention")
     return {sc.CACHE_TTL_S: _OPENAI_TTL_S[ttl]} if isinstance(ttl, str) and ttl in _OPENAI_TTL_S else {}
 
 

@@ -14,10 +14,11 @@ A call missed when it reports cache-read tokens and they are 0. Its reason, firs
    for Anthropic, OpenAI and Gemini only);
 5. ``unknown``: no prompt shape from agentlat's SDK (another instrumentation): nothing to judge by;
 6. ``cold``: the first request of its route this process sent (nothing to read from);
-7. ``expired``: the route's previous request was sent longer ago than the cache lives (the request's stated
-   lifetime, else the provider's default below);
-8. ``prefix_changed``: the SDK found where the prompt first differs from the route's previous request: the
-   model, the tools, the system prompt or an earlier message, and the byte offset in that part as sent;
+7. ``expired``: the route's previous request to the model was sent longer ago than the cache lives (the
+   request's stated lifetime, else the provider's default below);
+8. ``prefix_changed``: the SDK found where the prompt first differs from the route's previous request to the
+   model (the tools, the system prompt or an earlier message, and the byte offset in that part as sent), or
+   that the route's earlier requests all went to other models;
 9. ``unknown``: the same prefix as a recent request, missed anyway (evicted, or served by another cache).
 """
 

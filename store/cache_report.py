@@ -8,7 +8,7 @@ one dict per group, the API's ``CacheGroup``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentlat.store import cache_misses
@@ -79,7 +79,6 @@ def _group(group: dict[str, str], found: dict[str, dict[str, Any]]) -> dict[str,
         return found[metric]["mean"] if count(metric) else None
 
     calls, misses = count("advice_cache_reported"), count("advice_uncached")
-    reasons = {r: count(f"cache_miss_{r}") for r in cache_misses.REASONS}
     parts = {
         p: {
             "misses": count(f"cache_miss_changed_{p}"),
@@ -89,7 +88,6 @@ def _group(group: dict[str, str], found: dict[str, dict[str, Any]]) -> dict[str,
         for p in cache_misses.PARTS
         if count(f"cache_miss_changed_{p}")
     }
-    reasons["prefix_changed"] = sum(p["misses"] for p in parts.values())
     input_tokens = total("tokens_cache_input")
     return {
         "group": group,
@@ -99,7 +97,7 @@ def _group(group: dict[str, str], found: dict[str, dict[str, Any]]) -> dict[str,
         "hit_rate": total("tokens_cache_read") / input_tokens if input_tokens else None,
         "ttft_hit_ms": mean("advice_ttft_cached"),
         "ttft_miss_ms": mean("advice_ttft_uncached"),
-        "misses_by_reason": {r: n for r, n in reasons.items() if n},
+        "misses_by_reason": misses_by_reason(count),
         "changed_parts": parts,
         "input_tokens_hit": mean("cache_input_hit"),
         "input_tokens_miss": mean("cache_input_miss"),
@@ -107,6 +105,13 @@ def _group(group: dict[str, str], found: dict[str, dict[str, Any]]) -> dict[str,
         "input_cost_miss": mean("cache_cost_miss"),
         "cache_write_tokens": int(total("tokens_cache_write")),
     }
+
+
+def misses_by_reason(count: Callable[[str], int]) -> dict[str, int]:
+    """The misses of each reason, a changed prefix's summed over its parts; ``count(metric)``: its count."""
+    reasons = {r: count(f"cache_miss_{r}") for r in cache_misses.REASONS}
+    reasons["prefix_changed"] = sum(count(f"cache_miss_changed_{p}") for p in cache_misses.PARTS)
+    return {r: n for r, n in reasons.items() if n}
 
 
 def _level(found: dict[str, dict[str, Any]], metric: str, index: int) -> float | None:
@@ -120,9 +125,8 @@ HIT_RATE_SERIES = ("tokens_cache_read", "tokens_cache_input", "advice_cache_repo
 def hit_rate_series_sql(group_by: Sequence[str], where: SpanFilter, step_seconds: int) -> tuple[str, Params]:
     """Per interval of ``step_seconds`` (and group): the sums behind the hit rate, calls and misses, from the
     rollups; misses by reason beside them."""
-    metrics = [*HIT_RATE_SERIES, *(f"cache_miss_{r}" for r in cache_misses.REASONS)]
-    metrics += [f"cache_miss_changed_{p}" for p in cache_misses.PARTS]
-    sql, params = timeseries_rows(metrics, group_by, where, step_seconds)
+    counters = [m for m in cache_misses.MISS_METRICS if m not in cache_misses.DIGESTED]
+    sql, params = timeseries_rows([*HIT_RATE_SERIES, *counters], group_by, where, step_seconds)
     return sql, params | rollup_spans(where, largest=largest_tier(step_seconds))
 
 
@@ -141,12 +145,10 @@ def series_from_rows(rows: Sequence[dict[str, Any]], group_by: Sequence[str]) ->
 def _point(point: dict[str, Any]) -> dict[str, Any]:
     sums = point.pop("sums")
     read, tokens = sums.get("tokens_cache_read", (0, 0.0))[1], sums.get("tokens_cache_input", (0, 0.0))[1]
-    reasons = {r: sums.get(f"cache_miss_{r}", (0, 0))[0] for r in cache_misses.REASONS}
-    reasons["prefix_changed"] = sum(sums.get(f"cache_miss_changed_{p}", (0, 0))[0] for p in cache_misses.PARTS)
     return {
         **point,
         "calls": sums.get("advice_cache_reported", (0, 0))[0],
         "misses": sums.get("advice_uncached", (0, 0))[0],
         "hit_rate": read / tokens if tokens else None,
-        "misses_by_reason": {r: n for r, n in reasons.items() if n},
+        "misses_by_reason": misses_by_reason(lambda metric: sums.get(metric, (0, 0))[0]),
     }

@@ -142,11 +142,8 @@ def prompt_cache(r: RouteEvidence) -> Finding | None:
     avoidable = misses - sum(by_reason.get(reason, 0) for reason in _UNAVOIDABLE)
     per_call = (uncached - cached) * avoidable / calls
     causes = _cache_causes(r.cache, calls, per_call, avoidable)
-    lever = (
-        "; ".join(causes)
-        if causes
-        else ("Keep the prompt prefix stable (system prompt and tool definitions first, byte-identical)")
-    )
+    stable = "Keep the prompt prefix stable (system prompt and tool definitions first, byte-identical)"
+    lever = "; ".join(causes) or stable
     same_prefix = int(r.prefix.get("prefix_misses") or 0)
     if same_prefix:
         lever += f"; {same_prefix} calls missed the cache on a prefix already sent"
@@ -172,7 +169,7 @@ def _cache_causes(cache: dict[str, Any], calls: int, per_call_ms: float, avoidab
     ]
     found += [(n, _CAUSES[reason]) for reason, n in (cache.get("misses_by_reason") or {}).items() if reason in _CAUSES]
     found.sort(key=lambda item: -item[0])
-    texts = [f"{text.format(share=f'{n / calls:.0%}')}" for n, text in found]
+    texts = [text.format(share=f"{n / calls:.0%}") for n, text in found]
     if texts and avoidable:
         texts[0] += f"; saves {per_call_ms:.0f} ms TTFT per call"
     return texts
@@ -188,7 +185,7 @@ def _cause_of_part(part: str, facts: dict[str, Any]) -> str:
         " (added, removed or reordered): send the same tools in the same order",
         "messages": f"an earlier message differs from the previous call's{within} on {{share}} of calls:"
         " append to the conversation instead of rewriting it",
-        "model": "the model differs from the previous call's on {share} of calls: the cache is per model;"
+        "model": "{share} of calls go to a model the route's previous calls did not: the cache is per model;"
         " keep a route's model fixed",
     }[part]
 
