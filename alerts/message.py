@@ -14,7 +14,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from agentlat.alerts.conditions import Observation
-from agentlat.alerts.rules import METRIC_NAMES, BurnRate, Drift, Floor, Rule, format_seconds
+from agentlat.alerts.rules import BurnRate, Drift, Floor, Rule, format_seconds
+from agentlat.shared.measures import METRIC_NAMES, RATIO_METRICS, percent
 
 DASHBOARD_WINDOWS = ((900, "15m"), (3600, "1h"), (6 * 3600, "6h"), (86400, "24h"), (7 * 86400, "7d"))
 MAX_SLACK_ALERTS = 10  # alerts shown per Slack message; the rest are counted
@@ -42,7 +43,7 @@ def describe(rule: Rule, observation: Mapping[str, Any]) -> str:
         if value is None:
             return f"{name}: no model calls reporting cache tokens in the last {format_seconds(rule.window)}"
         sign = "<" if value < (reference or 0) else "≥"
-        return f"{name} {share(value)} {sign} threshold {share(reference)}"
+        return f"{name} {percent(value, reference)} {sign} threshold {percent(reference)}"
     percentile = rule.spec.percentile
     if value is None:
         return f"{name} {percentile}: no samples in the last {format_seconds(rule.window)}"
@@ -54,11 +55,6 @@ def describe(rule: Rule, observation: Mapping[str, Any]) -> str:
         return f"{name} {percentile} {ms(value)} vs baseline {ms(reference)} ({ratio:.2f}x, {change})"
     sign = ">" if value > (reference or 0) else "≤"
     return f"{name} {percentile} {ms(value)} {sign} threshold {ms(reference)}"
-
-
-def share(value: float | None) -> str:
-    """``0.423`` -> ``'42.3%'``."""
-    return "n/a" if value is None else f"{value:.1%}"
 
 
 def explain(rule: Rule, observed: Sequence[Observation], fired: int) -> str:
@@ -116,7 +112,7 @@ def condition(rule: Rule) -> str:
         )
         return f"{name} SLO {spec.objective:.2%} within {ms(spec.threshold_ms)}: burn rate {pairs}"
     if isinstance(spec, Floor):
-        return f"{name} < {share(spec.threshold)} over {format_seconds(spec.window)}"
+        return f"{name} < {percent(spec.threshold)} over {format_seconds(spec.window)}"
     if isinstance(spec, Drift):
         base = f"the same window in the last {spec.weeks} weeks" if spec.weeks else f"the last {spec.windows} windows"
         return (
@@ -127,12 +123,15 @@ def condition(rule: Rule) -> str:
 
 
 def dashboard_link(base: str, rule: Rule, labels: Mapping[str, str]) -> str:
-    """A dashboard URL with the alert's filters set: the trace explorer when an agent, model or tool
-    is named (slowest first), else the overview with the metric's chart."""
+    """A dashboard URL with the alert's filters set: the Prompt cache page for a hit rate (it says why calls
+    missed), the trace explorer when an agent, model or tool is named (slowest first), else the overview
+    with the metric's chart."""
     window = next((name for seconds, name in DASHBOARD_WINDOWS if seconds >= 4 * rule.window), "30d")
     params = {"window": window, **{k: labels[k] for k in ("service", "route") if labels.get(k)}}
     picked = {k: labels[k] for k in ("agent", "model", "tool") if labels.get(k)}
-    if picked:
+    if rule.metric in RATIO_METRICS:
+        path = "/cache"
+    elif picked:
         path, params = "/traces", {**params, **picked, "sort": "slowest"}
     else:
         path = "/"

@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 
 from agentlat.errors import ConfigError
 
-PERCENTILES = ("p50", "p95", "p99")
 QUANTILE_INDEX = {"p50": 0, "p95": 1, "p99": 2}  # position in the store's quantile triples
-DEFAULT_MIN_SAMPLES = {"p50": 30, "p95": 200, "p99": 1000}
 BURN_MIN_SAMPLES = 100  # requests each window of a burn-rate pair needs by default
 SEVERITIES = ("critical", "warning", "info")  # most severe first; a more severe alert inhibits a less severe one
 RULE_TYPES = ("threshold", "drift", "burn_rate")
@@ -42,18 +40,6 @@ METRIC_DIMENSIONS: dict[str, tuple[str, ...]] = {
     "tool": ("service", "route", "agent", "tool"),
     "agent": ("service", "route", "agent"),
     "cache_hit_rate": ("service", "route", "agent", "model"),
-}
-RATIO_METRICS = ("cache_hit_rate",)  # judged against a floor, not a latency: threshold rules only
-RATIO_MIN_SAMPLES = 20  # model calls reporting cache tokens a hit-rate window needs by default
-METRIC_NAMES = {
-    "e2e": "E2E",
-    "ttft": "TTFT",
-    "itl": "ITL",
-    "decode": "decode time",
-    "model": "model time",
-    "tool": "tool time",
-    "agent": "agent run time",
-    "cache_hit_rate": "cache hit rate",
 }
 WEEK = 7 * 86400
 OUTAGE_TOLERANCE = 3600  # a pending alert not evaluated for longer than this starts its `for` again

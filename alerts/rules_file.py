@@ -20,13 +20,8 @@ from typing import Any, TypeVar
 from agentlat.alerts.rules import (
     BURN_MIN_SAMPLES,
     DEFAULT_BURN_WINDOWS,
-    DEFAULT_MIN_SAMPLES,
     LABEL_NAME,
     METRIC_DIMENSIONS,
-    METRIC_NAMES,
-    PERCENTILES,
-    RATIO_METRICS,
-    RATIO_MIN_SAMPLES,
     RESERVED_LABELS,
     RULE_TYPES,
     SEVERITIES,
@@ -43,7 +38,18 @@ from agentlat.alerts.rules import (
     Spec,
     Threshold,
 )
-from agentlat.shared.yamlfile import LATENCY_EXPECTED, NOTHING, FieldParser, Marked, latency_ms, load_yaml, read_file
+from agentlat.shared.measures import DEFAULT_MIN_SAMPLES, METRIC_NAMES, PERCENTILES, RATIO_METRICS, RATIO_MIN_SAMPLES
+from agentlat.shared.yamlfile import (
+    LATENCY_EXPECTED,
+    NOTHING,
+    SHARE_EXPECTED,
+    FieldParser,
+    Marked,
+    latency_ms,
+    load_yaml,
+    read_file,
+    share,
+)
 
 T = TypeVar("T")
 
@@ -356,14 +362,9 @@ class _RuleParser:
 
     def _share(self, node: Marked, key: str, where: str) -> float:
         """A ratio: 0.6 or "60%", from 0 to 1."""
-        raw = node[key]
-        text = raw.strip() if isinstance(raw, str) else None
-        try:
-            value = float(text[:-1]) / 100 if text and text.endswith("%") else float(raw)
-        except (TypeError, ValueError):
-            value = -1.0
-        if isinstance(raw, bool) or not 0 <= value <= 1:
-            raise self.p.fail(node.lines[key], f"{where}{key}", "a share from 0 to 1, or a percentage (0.6, 60%)", raw)
+        value = share(node[key])
+        if value is None:
+            raise self.p.fail(node.lines[key], f"{where}{key}", SHARE_EXPECTED, node[key])
         return value
 
     def _dimensions(self, node: Marked, where: str, metric: str) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -482,12 +483,6 @@ class _RuleParser:
 
 
 def _objective(raw: Any) -> float | None:
-    value: float | None = None
-    if isinstance(raw, str) and raw.strip().endswith("%"):
-        try:
-            value = float(raw.strip()[:-1]) / 100
-        except ValueError:
-            value = None
-    elif isinstance(raw, int | float) and not isinstance(raw, bool):
-        value = float(raw)
+    """An SLO objective: a share strictly between 0 and 1 (0.995, '99.5%')."""
+    value = share(raw)
     return value if value is not None and 0 < value < 1 else None

@@ -523,18 +523,20 @@ class Verdict(Answer):
     dimension: str = Field(description="route or agent")
     name: str
     source: str = Field(description="where the budget is declared: route, agent or default")
-    metric: str
-    percentile: str
-    budget_ms: float
-    actual_ms: float | None
-    count: int
+    metric: str = Field(description="a latency (ttft, itl, e2e, model, tool) or cache_hit_rate")
+    percentile: str = Field(description="a latency's p50, p95 or p99; the hit rate's min (a floor)")
+    budget: float = Field(description="in `unit`: a latency's ceiling in ms, the hit rate's floor as a share")
+    actual: float | None = Field(description="the measured value in `unit`; null without samples")
+    unit: Literal["ms", "ratio"]
+    count: int = Field(description="samples; for the hit rate, model calls reporting cache tokens")
     min_samples: int
     status: Literal["pass", "breach", "insufficient"]
     line: int = Field(description="the budget's line in the file")
 
 
 class BudgetThresholds(Answer):
-    """The file's budgets as written: ``{metric: {percentile: ms}}``; null drops a default."""
+    """The file's budgets as written: ``{metric: {percentile: ms}}`` (the hit rate's ``{"min": share}``);
+    null drops a default."""
 
     default: dict[str, dict[str, float | None]]
     routes: dict[str, dict[str, dict[str, float | None]]]
@@ -550,7 +552,7 @@ class BudgetsResponse(Answer):
     window: TrailingWindow
     status: Literal["pass", "breach", "insufficient"]
     counts: dict[str, int] = Field(description="verdicts per status")
-    min_samples: dict[str, int] = Field(description="per percentile")
+    min_samples: dict[str, int] = Field(description="per percentile, and per ratio metric the file budgets")
     thresholds: BudgetThresholds
     results: list[Verdict]
 

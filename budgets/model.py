@@ -2,11 +2,17 @@
 
 One file serves ``agentlat budget check`` (CI), the server's ``/api/v1/budgets`` (which the
 dashboard reads), alert rules and the pytest plugin. Loading is the only I/O here;
-``evaluate`` takes plain data (percentiles per group) and returns verdicts.
+``evaluate`` takes plain data (percentiles and hit rates per group) and returns verdicts.
+
+Latencies (``LATENCIES``) are budgeted at p50/p95/p99 with a ceiling in ms; the prompt-cache hit rate
+(``RATIO_METRICS``: cache-read input tokens / input tokens of the client model calls reporting both) with a
+floor, ``cache_hit_rate: {min: 0.8}``. A verdict states its ``unit``: ``ms`` for a latency, ``ratio`` (a
+share from 0 to 1) for the hit rate, whose ``percentile`` is ``min``.
 
 A verdict is ``pass``, ``breach`` or ``insufficient``: a percentile computed from fewer
-samples than its minimum (REFERENCE.md §5: about 30 for p50, 200 for p95, 1,000 for p99)
-says too little to pass or fail.
+samples than its minimum (``shared.measures``: about 30 for p50, 200 for p95, 1,000 for p99),
+or a hit rate from fewer calls reporting cache tokens than its minimum (20), says too little
+to pass or fail; no such calls at all is no hit rate (null), never 0 %.
 """
 
 from __future__ import annotations
@@ -17,12 +23,29 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentlat.errors import ConfigError
-from agentlat.shared.yamlfile import LATENCY_EXPECTED, FieldParser, Marked, latency_ms, load_yaml, read_file
+from agentlat.shared.measures import (
+    DEFAULT_MIN_SAMPLES,
+    LATENCIES,
+    PERCENTILES,
+    RATIO_METRICS,
+    RATIO_MIN_SAMPLES,
+    misses,
+)
+from agentlat.shared.measures import over_budget as over_budget  # the dashboard's rule for colouring a latency
+from agentlat.shared.yamlfile import (
+    LATENCY_EXPECTED,
+    SHARE_EXPECTED,
+    FieldParser,
+    Marked,
+    latency_ms,
+    load_yaml,
+    read_file,
+    share,
+)
 
-METRICS = ("ttft", "itl", "e2e", "model", "tool")  # names of the query API's metrics
-METRIC_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E", "model": "model time", "tool": "tool time"}
-PERCENTILES = ("p50", "p95", "p99")
-DEFAULT_MIN_SAMPLES = {"p50": 30, "p95": 200, "p99": 1000}
+BUDGET_METRICS = (*LATENCIES, *RATIO_METRICS)  # what a budgets file may budget (a ratio: /api/v1/cache's hit_rate)
+FLOOR = "min"  # a ratio's one budget: the least it may be
+STATISTICS = (*PERCENTILES, FLOOR)  # in the order verdicts list them
 STATUSES = ("pass", "breach", "insufficient")
 
 EXIT_PASS, EXIT_BREACH, EXIT_INSUFFICIENT = 0, 1, 3  # the CLI exits 2 on usage and file errors
@@ -61,12 +84,22 @@ class BudgetError(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class Threshold:
-    """One budget: ``metric`` at ``percentile`` must stay at or under ``budget_ms``."""
+    """One budget: ``metric`` at ``percentile`` must stay at or under ``limit`` (ms); for a ratio
+    (``percentile`` ``min``), at or above ``limit``, a share from 0 to 1."""
 
     metric: str
     percentile: str
-    budget_ms: float
+    limit: float
     line: int  # where the file declares it
+
+    @property
+    def ratio(self) -> bool:
+        return self.metric in RATIO_METRICS
+
+    @property
+    def minimum_key(self) -> str:
+        """The key of ``Budgets.min_samples`` that says how many samples this budget needs."""
+        return self.metric if self.ratio else self.percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +125,16 @@ class Budgets:
 
     @property
     def metric_order(self) -> tuple[str, ...]:
-        """The file's agent type's primary and secondary metrics first, then the rest."""
+        """The file's agent type's primary and secondary metrics first, then the rest (the hit rate last)."""
         if self.type is None:
-            return METRICS
+            return BUDGET_METRICS
         kind = AGENT_TYPES[self.type]
-        return (kind.primary, kind.secondary, *(m for m in METRICS if m not in (kind.primary, kind.secondary)))
+        rest = (m for m in BUDGET_METRICS if m not in (kind.primary, kind.secondary))
+        return (kind.primary, kind.secondary, *rest)
+
+    def minimum(self, threshold: Threshold) -> int:
+        """The fewest samples ``threshold`` can pass or fail with."""
+        return self.min_samples.get(threshold.minimum_key, RATIO_MIN_SAMPLES)
 
     def thresholds_for(self, dimension: str, name: str) -> tuple[Threshold, ...]:
         """What ``name`` must meet: a route's own budgets over the default; an agent's own only."""
@@ -116,12 +154,13 @@ class Budgets:
         ]
 
     def raw_thresholds(self) -> dict[str, Any]:
-        """The file's budgets as plain data: ``{section: {name: {metric: {percentile: ms}}}}``."""
+        """The file's budgets as plain data: ``{section: {name: {metric: {percentile: ms}}}}`` (a ratio's:
+        ``{"cache_hit_rate": {"min": share}}``)."""
 
         def plain(budgets: Mapping[tuple[str, str], Threshold | None]) -> dict[str, dict[str, float | None]]:
             out: dict[str, dict[str, float | None]] = {}
             for (metric, pct), threshold in budgets.items():
-                out.setdefault(metric, {})[pct] = threshold.budget_ms if threshold else None
+                out.setdefault(metric, {})[pct] = threshold.limit if threshold else None
             return out
 
         return {
@@ -132,7 +171,7 @@ class Budgets:
 
     def ordered(self, thresholds: Iterable[Threshold]) -> tuple[Threshold, ...]:
         order = {m: i for i, m in enumerate(self.metric_order)}
-        return tuple(sorted(thresholds, key=lambda t: (order[t.metric], PERCENTILES.index(t.percentile))))
+        return tuple(sorted(thresholds, key=lambda t: (order[t.metric], STATISTICS.index(t.percentile))))
 
 
 # --- the look-up rule (pure; also over the plain data of /api/v1/budgets) ------------
@@ -156,17 +195,12 @@ def covers(file_service: str | None, service: str) -> bool:
     return not (file_service and service and service != file_service)
 
 
-def over_budget(actual_ms: float, budget_ms: float) -> bool:
-    """A breach: over the budget (at or under it passes)."""
-    return actual_ms > budget_ms
-
-
 def budget_for(
     report: Mapping[str, Any], dimension: str, name: str, metric: str, percentile: str, service: str = ""
 ) -> float | None:
     """``applicable`` over the plain data of ``report_dict`` (what ``/api/v1/budgets`` answers): the
-    budget in ms of ``metric`` at ``percentile`` for route or agent ``name`` (``""``: none in
-    particular, so the default) of ``service``, or None when nothing applies."""
+    budget in ms of ``metric`` at ``percentile`` (``cache_hit_rate`` at ``min``: the share) for route or
+    agent ``name`` (``""``: none in particular, so the default) of ``service``, or None when nothing applies."""
     if not covers(report.get("service"), service):
         return None
     thresholds = report.get("thresholds") or {}
@@ -205,18 +239,16 @@ class _Parser(FieldParser):
         self.keys(root, TOP_LEVEL_KEYS, "")
         if root.get("version", 1) != 1:
             raise self.fail(root.lines["version"], "version", "1 (the format this agentlat reads)", root["version"])
-        budgets = Budgets(
-            path=self.path,
-            type=self._type(root),
-            service=self._service(root),
-            min_samples=self._min_samples(root),
-            default=self._default(root),
-            routes=self._targets(root, "routes", "route"),
-            agents=self._targets(root, "agents", "agent"),
-        )
-        if not budgets.default and not any(t.budgets for t in (*budgets.routes, *budgets.agents)):
+        kind, service, min_samples = self._type(root), self._service(root), self._min_samples(root)
+        default = self._default(root)
+        routes, agents = self._targets(root, "routes", "route"), self._targets(root, "agents", "agent")
+        if not default and not any(t.budgets for t in (*routes, *agents)):
             raise self.fail(root.line, "the file", "at least one budget under default, routes or agents")
-        return budgets
+        budgeted = {m for m, _ in default} | {m for t in (*routes, *agents) for m, _ in t.budgets}
+        for metric in RATIO_METRICS:  # a ratio's minimum is reported where the file budgets it (or sets it)
+            if metric in budgeted:
+                min_samples.setdefault(metric, RATIO_MIN_SAMPLES)
+        return Budgets(self.path, kind, service, min_samples, default, routes, agents)
 
     def _type(self, root: Marked) -> str | None:
         kind = root.get("type")
@@ -234,12 +266,14 @@ class _Parser(FieldParser):
         out = dict(DEFAULT_MIN_SAMPLES)
         if "min_samples" not in root:
             return out
-        node = self.mapping(root["min_samples"], root.lines["min_samples"], "min_samples", "a mapping p50/p95/p99")
-        self.keys(node, PERCENTILES, "min_samples.")
-        for pct, value in node.items():
+        expected = f"a mapping of {'/'.join((*PERCENTILES, *RATIO_METRICS))} to counts"
+        node = self.mapping(root["min_samples"], root.lines["min_samples"], "min_samples", expected)
+        self.keys(node, (*PERCENTILES, *RATIO_METRICS), "min_samples.")
+        for key, value in node.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise self.fail(node.lines[pct], f"min_samples.{pct}", "a whole number of samples ≥ 1", value)
-            out[pct] = value
+                what = "model calls reporting cache tokens" if key in RATIO_METRICS else "samples"
+                raise self.fail(node.lines[key], f"min_samples.{key}", f"a whole number of {what} ≥ 1", value)
+            out[key] = value
         return out
 
     def _default(self, root: Marked) -> dict[tuple[str, str], Threshold]:
@@ -250,7 +284,8 @@ class _Parser(FieldParser):
         if dropped:
             metric, pct = dropped[0]
             line = root["default"][metric].lines[pct]
-            raise self.fail(line, f"default.{metric}.{pct}", "a duration (null only drops a default in a route)")
+            value = "a share" if metric in RATIO_METRICS else "a duration"
+            raise self.fail(line, f"default.{metric}.{pct}", f"{value} (null only drops a default in a route)")
         return {key: t for key, t in budgets.items() if t is not None}
 
     def _targets(self, root: Marked, section: str, dimension: str) -> tuple[Target, ...]:
@@ -266,25 +301,36 @@ class _Parser(FieldParser):
         return tuple(targets)
 
     def _metrics(self, value: Any, line: int, where: str) -> dict[tuple[str, str], Threshold | None]:
-        node = self.mapping(value, line, where, f"a mapping of metric ({', '.join(METRICS)}) to percentiles")
-        self.keys(node, METRICS, f"{where}.")
+        expected = f"a mapping of metric ({', '.join(LATENCIES)}) to percentiles, or {', '.join(RATIO_METRICS)} to min"
+        node = self.mapping(value, line, where, expected)
+        self.keys(node, BUDGET_METRICS, f"{where}.")
         out: dict[tuple[str, str], Threshold | None] = {}
         for metric, pcts in node.items():
-            here = f"{where}.{metric}"
-            pct_node = self.mapping(pcts, node.lines[metric], here, "a mapping of p50/p95/p99 to a duration")
-            self.keys(pct_node, PERCENTILES, f"{here}.")
+            here, ratio = f"{where}.{metric}", metric in RATIO_METRICS
+            expected = (
+                "{min: share}, e.g. {min: 0.8} or {min: 80%}" if ratio else "a mapping of p50/p95/p99 to a duration"
+            )
+            pct_node = self.mapping(pcts, node.lines[metric], here, expected)
+            for pct in pct_node if ratio else ():
+                if pct in PERCENTILES:  # a likely slip: say why, not just what is allowed
+                    raise self.fail(
+                        pct_node.lines[pct], f"{here}.{pct}", f"{FLOOR} (a hit rate has a floor, no percentiles)"
+                    )
+            self.keys(pct_node, (FLOOR,) if ratio else PERCENTILES, f"{here}.")
             for pct, raw in pct_node.items():
-                ms = self._duration(raw, pct_node.lines[pct], f"{here}.{pct}")
-                out[(metric, pct)] = None if ms is None else Threshold(metric, pct, ms, pct_node.lines[pct])
+                amount = self._amount(raw, pct_node.lines[pct], f"{here}.{pct}", ratio)
+                out[(metric, pct)] = None if amount is None else Threshold(metric, pct, amount, pct_node.lines[pct])
         return out
 
-    def _duration(self, raw: Any, line: int, where: str) -> float | None:
+    def _amount(self, raw: Any, line: int, where: str, ratio: bool) -> float | None:
+        """A latency's duration in ms or a ratio's share; None (``null``) drops an inherited budget."""
         if raw is None:
             return None
-        ms = latency_ms(raw)
-        if ms is None:
-            raise self.fail(line, where, LATENCY_EXPECTED, raw)
-        return ms
+        parse, expected = (share, SHARE_EXPECTED) if ratio else (latency_ms, LATENCY_EXPECTED)
+        value = parse(raw)
+        if value is None:
+            raise self.fail(line, where, expected, raw)
+        return value
 
 
 # --- evaluation (pure) ----------------------------------------------------------------
@@ -303,8 +349,21 @@ class Stats:
         return getattr(self, percentile)
 
 
-# (dimension, metric) -> group name -> stats, e.g. ("route", "ttft") -> {"/chat": Stats(...)}
-Measurements = Mapping[tuple[str, str], Mapping[str, Stats]]
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A ratio of one group: the prompt-cache hit rate (``share``: cache-read input tokens / input tokens,
+    None without input tokens) and ``count``, the client model calls that reported cache-read tokens."""
+
+    count: int
+    share: float | None
+
+    def value(self, statistic: str = FLOOR) -> float | None:
+        return self.share
+
+
+# (dimension, metric) -> group name -> stats, e.g. ("route", "ttft") -> {"/chat": Stats(...)},
+# ("route", "cache_hit_rate") -> {"/chat": Share(...)}
+Measurements = Mapping[tuple[str, str], Mapping[str, Stats | Share]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,22 +372,32 @@ class Verdict:
     name: str
     source: str  # "route", "agent" or "default": where the budget was declared
     metric: str
-    percentile: str
-    budget_ms: float
-    actual_ms: float | None
+    percentile: str  # a latency's p50/p95/p99; a ratio's "min"
+    budget: float
+    actual: float | None
     count: int
     min_samples: int
     status: str
     line: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "unit": self.unit}
 
     @property
-    def over_so_far(self) -> bool:
-        """Too few samples to judge, but the samples there are already put it over its budget."""
+    def ratio(self) -> bool:
+        """A floor on a ratio (the hit rate): ``budget`` and ``actual`` are shares."""
+        return self.metric in RATIO_METRICS
+
+    @property
+    def unit(self) -> str:
+        return "ratio" if self.ratio else "ms"
+
+    @property
+    def missed_so_far(self) -> bool:
+        """Too few samples to judge, but the samples there already miss the budget (a latency over it, a hit
+        rate under it)."""
         return (
-            self.status == "insufficient" and self.actual_ms is not None and over_budget(self.actual_ms, self.budget_ms)
+            self.status == "insufficient" and self.actual is not None and misses(self.metric, self.actual, self.budget)
         )
 
 
@@ -349,13 +418,13 @@ class Report:
         return {s: sum(1 for v in self.verdicts if v.status == s) for s in STATUSES}
 
 
-def judge(threshold: Threshold, stats: Stats | None, min_samples: int) -> tuple[str, float | None, int]:
-    """Status, actual value and sample count of one threshold."""
+def judge(threshold: Threshold, stats: Stats | Share | None, min_samples: int) -> tuple[str, float | None, int]:
+    """Status, actual value and sample count of one threshold (no value, e.g. no hit rate, is insufficient)."""
     count = stats.count if stats else 0
     actual = stats.value(threshold.percentile) if stats and count else None
     if actual is None or count < min_samples:
         return "insufficient", actual, count
-    return ("breach" if over_budget(actual, threshold.budget_ms) else "pass"), actual, count
+    return ("breach" if misses(threshold.metric, actual, threshold.limit) else "pass"), actual, count
 
 
 def evaluate(budgets: Budgets, measured: Measurements) -> Report:
@@ -394,10 +463,10 @@ def _verdict(
     budgets: Budgets, measured: Measurements, dimension: str, name: str, source: str, threshold: Threshold
 ) -> Verdict:
     stats = measured.get((dimension, threshold.metric), {}).get(name)
-    minimum = budgets.min_samples[threshold.percentile]
+    minimum = budgets.minimum(threshold)
     status, actual, count = judge(threshold, stats, minimum)
     return Verdict(
-        dimension, name, source, threshold.metric, threshold.percentile, threshold.budget_ms,
+        dimension, name, source, threshold.metric, threshold.percentile, threshold.limit,
         actual, count, minimum, status, threshold.line,
     )  # fmt: skip
 

@@ -13,8 +13,11 @@ section when something was measured. Disable it with ``-p no:agentlat``.
 
 Each run is a root span; the agent's model and tool spans inside it (``agentlat.model_call``,
 ``agentlat.tool`` or an instrumented client) give TTFT, ITL, model and tool time, and the
-run span E2E. Spans go to an in-memory exporter on a processor of the SDK's TracerProvider
-that records only while measuring; ``agentlat.init`` may or may not have been called.
+run span E2E. The model calls that report cache-read and (positive) input tokens give the
+prompt-cache hit rate over all runs (their cache-read tokens / their input tokens), which a
+``cache_hit_rate_min=0.8`` budget (or a file's ``cache_hit_rate: {min: 0.8}``) holds at or above.
+Spans go to an in-memory exporter on a processor of the SDK's TracerProvider that records only
+while measuring; ``agentlat.init`` may or may not have been called.
 PyYAML is imported only when a budgets file is named.
 """
 
@@ -26,7 +29,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,13 +44,15 @@ from opentelemetry.trace import SpanKind
 
 from agentlat import semconv as sc
 from agentlat.errors import ConfigError
+from agentlat.shared.measures import LATENCIES, misses, ms, percent
 from agentlat.stream_stats import percentile
 
 MARKER = "latency_budget"
-METRICS = ("ttft", "itl", "e2e", "model", "tool")  # as in budgets files and the query API
+HIT_RATE = "cache_hit_rate"  # the prompt cache's hit rate, budgeted with a floor (``min``) as in budgets files
 PERCENTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 DEFAULT_RUNS = 20
-_INLINE = re.compile(r"^(ttft|itl|e2e|model|tool)_(p50|p95|p99)_ms$")
+_INLINE = re.compile(r"^(?:(ttft|itl|e2e|model|tool)_(p50|p95|p99)_ms|(cache_hit_rate)_(min))$")
+_INLINE_NAMES = "<ttft|itl|e2e|model|tool>_<p50|p95|p99>_ms or cache_hit_rate_min"
 _OPTIONS = ("runs", "warmup", "budgets", "route", "agent")
 _NO_SAMPLES = {
     "ttft": "no TTFT samples: the function made no streamed model call (agentlat.model_call with call.chunk(), "
@@ -56,6 +61,8 @@ _NO_SAMPLES = {
     "model": "no model-time samples: the function made no model call agentlat saw",
     "tool": "no tool-time samples: the function made no agentlat.tool call",
     "e2e": "no E2E samples",
+    HIT_RATE: "no model call reported cache-read and input tokens (call.usage(input_tokens=..., "
+    "cache_read_tokens=...), or an instrumented client whose provider reports them)",
 }
 RESULTS = pytest.StashKey[list["Measurement"]]()
 
@@ -63,9 +70,9 @@ RESULTS = pytest.StashKey[list["Measurement"]]()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(runs=20, warmup=0, budgets=None, route=None, agent=None, **budgets_ms): latency budgets "
+        f"{MARKER}(runs=20, warmup=0, budgets=None, route=None, agent=None, **budgets): latency budgets "
         "the `latency` fixture checks, inline as <ttft|itl|e2e|model|tool>_<p50|p95|p99>_ms=number "
-        "and/or from a budgets file's route or agent (agentlat)",
+        "or cache_hit_rate_min=share, and/or from a budgets file's route or agent (agentlat)",
     )
 
 
@@ -74,9 +81,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """A latency's ceiling in ms, or (``cache_hit_rate``, ``min``) the hit rate's floor as a share."""
+
     metric: str
     percentile: str
-    budget_ms: float
+    limit: float
+
+    @property
+    def ratio(self) -> bool:
+        return self.metric == HIT_RATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +111,8 @@ def plan_from_marker(marker: pytest.Mark | None, rootpath: Path) -> Plan:
     unknown = [k for k in kwargs if k not in _OPTIONS and not _INLINE.match(k)]
     if unknown:
         raise ValueError(
-            f"{MARKER}: unknown argument(s) {', '.join(unknown)}; expected runs, warmup, budgets, route, agent "
-            "or <ttft|itl|e2e|model|tool>_<p50|p95|p99>_ms"
+            f"{MARKER}: unknown argument(s) {', '.join(unknown)}; expected runs, warmup, budgets, route, agent, "
+            f"{_INLINE_NAMES}"
         )
     runs, warmup = kwargs.get("runs", DEFAULT_RUNS), kwargs.get("warmup", 0)
     if not _whole(runs, 1) or not _whole(warmup, 0):
@@ -107,10 +120,14 @@ def plan_from_marker(marker: pytest.Mark | None, rootpath: Path) -> Plan:
     chosen = {(b.metric, b.percentile): b for b in _file_budgets(kwargs, rootpath)}
     for key, value in kwargs.items():
         if match := _INLINE.match(key):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            metric, statistic = (g for g in match.groups() if g is not None)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if metric == HIT_RATE and not (number and 0 <= value <= 1):
+                raise ValueError(f"{MARKER}: {key} must be a share from 0 to 1 (0.8 for 80 %), got {value!r}")
+            if metric != HIT_RATE and not (number and value > 0):
                 raise ValueError(f"{MARKER}: {key} must be a number of milliseconds > 0, got {value!r}")
-            chosen[match.groups()] = Budget(match.group(1), match.group(2), float(value))
-    order = {m: i for i, m in enumerate(METRICS)}
+            chosen[(metric, statistic)] = Budget(metric, statistic, float(value))
+    order = {m: i for i, m in enumerate((*LATENCIES, HIT_RATE))}
     ordered = sorted(chosen.values(), key=lambda b: (order[b.metric], b.percentile))
     return Plan(runs, warmup, tuple(ordered))
 
@@ -133,7 +150,7 @@ def _file_budgets(kwargs: Mapping[str, Any], rootpath: Path) -> list[Budget]:
         raise ValueError(f"reading a budgets file needs PyYAML ({exc}); pip install 'agentlat[server]'") from None
     budgets = load_budgets(rootpath / Path(path))
     dimension, name = ("agent", agent) if agent is not None else ("route", route or "")
-    return [Budget(t.metric, t.percentile, t.budget_ms) for t in budgets.thresholds_for(dimension, name)]
+    return [Budget(t.metric, t.percentile, t.limit) for t in budgets.thresholds_for(dimension, name)]
 
 
 # --- recording spans ------------------------------------------------------------------
@@ -204,8 +221,11 @@ def _recording() -> Iterator[tuple[trace.Tracer, _Recorder, InMemorySpanExporter
         recorder.stop()
 
 
-def run_and_record(fn: Callable[[], Any], runs: int, warmup: int, test: str) -> dict[str, list[float]]:
-    """Call ``fn`` warmup + runs times, each in a root span; samples (ms) of the measured runs."""
+def run_and_record(
+    fn: Callable[[], Any], runs: int, warmup: int, test: str
+) -> tuple[dict[str, list[float]], list[tuple[int, int]]]:
+    """Call ``fn`` warmup + runs times, each in a root span; samples (ms) of the measured runs, and the
+    (cache-read, input) tokens of their model calls reporting both (``cache_tokens_of``)."""
     call = (lambda: asyncio.run(fn())) if inspect.iscoroutinefunction(fn) else fn
     with _recording() as (tracer, recorder, sink):
         for index in range(warmup + runs):
@@ -214,12 +234,13 @@ def run_and_record(fn: Callable[[], Any], runs: int, warmup: int, test: str) -> 
                 if index >= warmup:
                     recorder.follow(span.get_span_context().trace_id)
                 call()
-        return samples_of(sink.get_finished_spans())
+        spans = sink.get_finished_spans()
+        return samples_of(spans), cache_tokens_of(spans)
 
 
 def samples_of(spans: tuple[ReadableSpan, ...] | list[ReadableSpan]) -> dict[str, list[float]]:
     """E2E from run spans; TTFT, ITL and model time from client model calls; tool time from tool calls."""
-    out: dict[str, list[float]] = {m: [] for m in METRICS}
+    out: dict[str, list[float]] = {m: [] for m in LATENCIES}
     for span in spans:
         attrs = span.attributes or {}
         duration_ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
@@ -237,31 +258,63 @@ def samples_of(spans: tuple[ReadableSpan, ...] | list[ReadableSpan]) -> dict[str
     return out
 
 
+def cache_tokens_of(spans: tuple[ReadableSpan, ...] | list[ReadableSpan]) -> list[tuple[int, int]]:
+    """(cache-read, input) tokens of each client model call that reports cache-read tokens and a positive
+    input token count (input tokens include the cached ones): the terms of the hit rate."""
+    out = []
+    for span in spans:
+        attrs = span.attributes or {}
+        if attrs.get(sc.GEN_AI_OPERATION_NAME) not in sc.MODEL_OPERATIONS or span.kind is SpanKind.SERVER:
+            continue
+        read, tokens = attrs.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS), attrs.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
+        if isinstance(read, int | float) and isinstance(tokens, int | float) and tokens > 0:
+            out.append((int(read), int(tokens)))
+    return out
+
+
+def hit_rate(cache_calls: Sequence[tuple[int, int]]) -> float | None:
+    """Cache-read tokens / input tokens over the calls; None without any (no data is not 0 %)."""
+    tokens = sum(t for _, t in cache_calls)
+    return sum(r for r, _ in cache_calls) / tokens if tokens else None
+
+
 # --- results --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
     budget: Budget
-    actual_ms: float | None  # None: no samples
+    actual: float | None  # None: no samples (ms, or the hit rate's share)
     status: str  # pass | breach | insufficient
 
     def describe(self) -> str:
         b = self.budget
-        if self.actual_ms is None:
-            return f"{b.metric} {b.percentile} ≤ {_ms(b.budget_ms)}: {_NO_SAMPLES[b.metric]}"
+        if b.ratio:
+            if self.actual is None:
+                return f"{b.metric} ≥ {percent(b.limit)}: {_NO_SAMPLES[b.metric]}"
+            sign = "<" if self.status == "breach" else "≥"
+            return f"{b.metric} = {percent(self.actual, b.limit)} {sign} minimum {percent(b.limit)}"
+        if self.actual is None:
+            return f"{b.metric} {b.percentile} ≤ {ms(b.limit)}: {_NO_SAMPLES[b.metric]}"
         sign = ">" if self.status == "breach" else "≤"
-        return f"{b.metric} {b.percentile} = {_ms(self.actual_ms)} {sign} budget {_ms(b.budget_ms)}"
+        return f"{b.metric} {b.percentile} = {ms(self.actual)} {sign} budget {ms(b.limit)}"
 
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """Samples (ms) of one test's runs and how they compare with its budgets."""
+    """Samples (ms) of one test's runs and how they compare with its budgets; ``cache_calls`` holds the
+    (cache-read, input) tokens of the model calls reporting both, the terms of ``hit_rate``."""
 
     test: str
     runs: int
     samples: dict[str, list[float]]
     checks: tuple[Check, ...] = field(default=())
+    cache_calls: tuple[tuple[int, int], ...] = field(default=())
+
+    @property
+    def hit_rate(self) -> float | None:
+        """The prompt cache's hit rate over every run: cache-read tokens / input tokens; None without reports."""
+        return hit_rate(self.cache_calls)
 
     def percentile(self, metric: str, pct: str) -> float | None:
         values = sorted(self.samples[metric])
@@ -275,33 +328,35 @@ class Measurement:
     def lines(self) -> list[str]:
         """Per metric with samples or a budget: count, p50/p95/p99, and its budgets' verdicts."""
         out = []
-        for metric in METRICS:
+        for metric in LATENCIES:
             checks = [c for c in self.checks if c.budget.metric == metric]
             if not self.samples[metric] and not checks:
                 continue
-            pcts = "  ".join(f"{p} {_ms(self.percentile(metric, p)):>10}" for p in PERCENTILES)
-            verdicts = "; ".join(f"{c.budget.percentile} ≤ {_ms(c.budget.budget_ms)} {c.status}" for c in checks)
+            pcts = "  ".join(f"{p} {ms(self.percentile(metric, p)):>10}" for p in PERCENTILES)
+            verdicts = "; ".join(f"{c.budget.percentile} ≤ {ms(c.budget.limit)} {c.status}" for c in checks)
             out.append(f"{metric:<5} n={len(self.samples[metric]):<4} {pcts}" + (f"  | {verdicts}" if verdicts else ""))
+        checks = [c for c in self.checks if c.budget.ratio]
+        if self.cache_calls or checks:
+            verdicts = "; ".join(f"≥ {percent(c.budget.limit)} {c.status}" for c in checks)
+            line = f"{HIT_RATE} n={len(self.cache_calls):<4} {percent(self.hit_rate):>6}"
+            out.append(line + (f"  | {verdicts}" if verdicts else ""))
         return out
 
 
-def judge(samples: dict[str, list[float]], budgets: tuple[Budget, ...]) -> tuple[Check, ...]:
+def judge(
+    samples: dict[str, list[float]], budgets: tuple[Budget, ...], cache_calls: Sequence[tuple[int, int]] = ()
+) -> tuple[Check, ...]:
     checks = []
     for budget in budgets:
-        values = sorted(samples[budget.metric])
-        if not values:
-            checks.append(Check(budget, None, "insufficient"))
-            continue
-        actual = percentile(values, PERCENTILES[budget.percentile])
-        checks.append(Check(budget, actual, "breach" if actual > budget.budget_ms else "pass"))
+        if budget.ratio:
+            actual = hit_rate(cache_calls)
+        else:
+            values = sorted(samples[budget.metric])
+            actual = percentile(values, PERCENTILES[budget.percentile]) if values else None
+        missed = actual is not None and misses(budget.metric, actual, budget.limit)
+        status = "insufficient" if actual is None else "breach" if missed else "pass"
+        checks.append(Check(budget, actual, status))
     return tuple(checks)
-
-
-def _ms(value: float | None) -> str:
-    """To 0.1 ms without a trailing .0: 800 -> '800 ms', 812.34 -> '812.3 ms'."""
-    if value is None:
-        return "—"
-    return f"{f'{value:,.1f}'.removesuffix('.0')} ms"
 
 
 class LatencyProbe:
@@ -328,8 +383,9 @@ class LatencyProbe:
         if not _whole(runs, 1):
             pytest.fail(f"latency.measure(runs=...) must be a whole number ≥ 1, got {runs!r}", pytrace=False)
         test = self._request.node.nodeid
-        samples = run_and_record(fn, runs, self.plan.warmup, test)
-        self.result = Measurement(test, runs, samples, judge(samples, self.plan.budgets))
+        samples, cache_calls = run_and_record(fn, runs, self.plan.warmup, test)
+        checks = judge(samples, self.plan.budgets, cache_calls)
+        self.result = Measurement(test, runs, samples, checks, tuple(cache_calls))
         self._request.config.stash.setdefault(RESULTS, []).append(self.result)
         failed = [c for c in self.result.checks if c.status != "pass"]
         if failed:

@@ -11,19 +11,21 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import IO
 
-from agentlat.budgets.model import METRIC_LABELS, Budgets, Report, Verdict, report_dict
+from agentlat.budgets.model import Budgets, Report, Verdict, report_dict
+from agentlat.shared.measures import METRIC_NAMES, RATIO_SAMPLES, ms, percent
 
 FORMATS = ("table", "json", "junit", "markdown")
 _SEVERITY = {"breach": 0, "insufficient": 1, "pass": 2}
 _MD_STATUS = {"breach": "❌ breach", "insufficient": "⚠️ insufficient data", "pass": "✅ pass"}
 
 
-def ms(value: float | None) -> str:
-    """To 0.1 ms without a trailing .0: 800 -> '800 ms', 1234.56 -> '1,234.6 ms', None -> '—'."""
-    if value is None:
-        return "—"
-    text = f"{value:,.1f}"
-    return f"{text.removesuffix('.0')} ms"
+def actual(v: Verdict) -> str:
+    """The measured value: a latency in ms, a ratio as a percentage (finer where it would read as its budget)."""
+    return percent(v.actual, v.budget) if v.ratio else ms(v.actual)
+
+
+def limit(v: Verdict) -> str:
+    return percent(v.budget) if v.ratio else ms(v.budget)
 
 
 def target(v: Verdict) -> str:
@@ -31,16 +33,22 @@ def target(v: Verdict) -> str:
 
 
 def check_name(v: Verdict) -> str:
-    return f"{METRIC_LABELS[v.metric]} {v.percentile}"
+    """``TTFT p95``; a ratio has one budget, so just its name: ``cache hit rate``."""
+    return METRIC_NAMES[v.metric] if v.ratio else f"{METRIC_NAMES[v.metric]} {v.percentile}"
 
 
 def budget(v: Verdict) -> str:
-    return f"≤ {ms(v.budget_ms)}" + (" (default)" if v.source == "default" else "")
+    """``≤ 800 ms`` (a latency's ceiling) or ``≥ 80%`` (a ratio's floor), marked when it is the default's."""
+    return f"{'≥' if v.ratio else '≤'} {limit(v)}" + (" (default)" if v.source == "default" else "")
+
+
+def _so_far(v: Verdict) -> str:
+    return "under so far" if v.ratio else "over so far"
 
 
 def status_text(v: Verdict) -> str:
-    """The verdict, and for too few samples whether those there are already over budget."""
-    return f"{v.status}, over so far" if v.over_so_far else v.status
+    """The verdict, and for too few samples whether those there already miss the budget."""
+    return f"{v.status}, {_so_far(v)}" if v.missed_so_far else v.status
 
 
 def samples(v: Verdict) -> str:
@@ -52,8 +60,10 @@ def counted(report: Report) -> str:
     if not report.verdicts:
         return "no route or agent had data for any budget in this window"
     counts = report.counts()
-    over = sum(v.over_so_far for v in report.verdicts)
-    already = f" ({over} over budget so far)" if over else ""
+    over = sum(v.missed_so_far and not v.ratio for v in report.verdicts)
+    under = sum(v.missed_so_far and v.ratio for v in report.verdicts)
+    so_far = [f"{over} over budget so far"] * bool(over) + [f"{under} under its minimum so far"] * bool(under)
+    already = f" ({', '.join(so_far)})" if so_far else ""
     return f"{counts['breach']} breached, {counts['insufficient']} insufficient data{already}, {counts['pass']} passed"
 
 
@@ -77,14 +87,14 @@ def render_markdown(budgets: Budgets, report: Report, window: Mapping[str, str])
         lines += ["| status | target | check | budget | actual | samples |", "|---|---|---|---|---|---|"]
         lines += [
             f"| {_md_status(v)} | {v.dimension} `{_md(v.name)}` | {check_name(v)} | {budget(v)} "
-            f"| {ms(v.actual_ms)} | {samples(v)} |"
+            f"| {actual(v)} | {samples(v)} |"
             for v in by_severity(report)
         ]
     return "\n".join(lines) + "\n"
 
 
 def _md_status(v: Verdict) -> str:
-    return _MD_STATUS[v.status] + (", over so far" if v.over_so_far else "")
+    return _MD_STATUS[v.status] + (f", {_so_far(v)}" if v.missed_so_far else "")
 
 
 def _md(text: str) -> str:
@@ -108,17 +118,31 @@ def render_junit(budgets: Budgets, report: Report, window: Mapping[str, str]) ->
             file=budgets.path, line=str(v.line), time="0",
         )  # fmt: skip
         if v.status == "breach":
-            message = f"{check_name(v)} of {target(v)} is {ms(v.actual_ms)}, over its budget of {ms(v.budget_ms)}"
-            ET.SubElement(case, "failure", message=message, type="breach").text = f"{message} ({v.count} samples)"
+            message = _breach(v)
+            ET.SubElement(case, "failure", message=message, type="breach").text = f"{message} ({_counted(v)})"
         elif v.status == "insufficient":
             ET.SubElement(case, "skipped", message=_too_few(v))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
+def _breach(v: Verdict) -> str:
+    return f"{check_name(v)} of {target(v)} is {actual(v)}, {_missed(v)} of {limit(v)}"
+
+
+def _missed(v: Verdict) -> str:
+    return "under its minimum" if v.ratio else "over its budget"
+
+
+def _counted(v: Verdict) -> str:
+    """``412 samples``; a hit rate counts the model calls that reported cache tokens."""
+    return f"{v.count} {RATIO_SAMPLES if v.ratio else 'samples'}"
+
+
 def _too_few(v: Verdict) -> str:
-    text = f"insufficient data: {v.count} samples, {v.percentile} needs {v.min_samples}"
-    return text + (f"; over its budget so far ({ms(v.actual_ms)} against {ms(v.budget_ms)})" if v.over_so_far else "")
+    needs = METRIC_NAMES[v.metric] if v.ratio else v.percentile
+    text = f"insufficient data: {_counted(v)}, {needs} needs {v.min_samples}"
+    return text + (f"; {_missed(v)} so far ({actual(v)} against {limit(v)})" if v.missed_so_far else "")
 
 
 def render_table(budgets: Budgets, report: Report, window: Mapping[str, str], file: IO[str] | None = None) -> None:
@@ -135,6 +159,6 @@ def render_table(budgets: Budgets, report: Report, window: Mapping[str, str], fi
     style = {"breach": "bold red", "insufficient": "yellow", "pass": "green"}
     for v in by_severity(report):
         status = f"[{style[v.status]}]{status_text(v)}[/]"
-        table.add_row(status, target(v), check_name(v), budget(v), ms(v.actual_ms), samples(v))
+        table.add_row(status, target(v), check_name(v), budget(v), actual(v), samples(v))
     console.print(table)
     console.print(f"{report.status}: {counted(report)}", style=style[report.status], markup=False)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from agentlat.budgets.model import AGENT_TYPES, DEFAULT_MIN_SAMPLES, METRIC_LABELS
+from agentlat.budgets.model import AGENT_TYPES
+from agentlat.shared.measures import DEFAULT_MIN_SAMPLES, METRIC_NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ def _commented(block: str) -> str:
 def template(kind: str) -> str:
     """The commented starter file for an agent type (a key of ``AGENT_TYPES``)."""
     agent_type, starter = AGENT_TYPES[kind], _STARTERS[kind]
-    primary, secondary = METRIC_LABELS[agent_type.primary], METRIC_LABELS[agent_type.secondary]
+    primary, secondary = METRIC_NAMES[agent_type.primary], METRIC_NAMES[agent_type.secondary]
     why = textwrap.fill(
         f"Primary metric {primary}, secondary {secondary}. {starter.why}",
         width=92,
@@ -92,7 +93,8 @@ def template(kind: str) -> str:
 # Metrics: ttft (time to first token), itl (mean inter-token latency of a call), e2e (a whole
 # trace), model (model-call time), tool (tool-call time). Percentiles: p50, p95, p99.
 # Durations: milliseconds (800) or a string with a unit ('800ms', '1.5s'). A percentile at or
-# under its budget passes. Format reference: docs/budgets.md.
+# under its budget passes. The prompt cache's hit rate has a floor instead, met at or above it:
+# cache_hit_rate: {{min: 0.8}} (or 80%). Format reference: docs/budgets.md.
 #
 #   agentlat budget check budgets.yaml --api http://127.0.0.1:4318 --window 1h
 #   exit codes: 0 pass, 1 breach, 2 usage or config error, 3 not enough data

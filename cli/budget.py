@@ -108,21 +108,26 @@ def check(
 
 
 def fetch(client: ApiClient, budgets: Budgets, window: str) -> tuple[Measurements, dict[str, str]]:
-    """Percentiles per route or agent for each metric the file budgets, over one fixed window.
+    """Percentiles per route or agent for each latency the file budgets (``/api/v1/percentiles``), and
+    hit rates (``/api/v1/cache``), over one fixed window.
 
     The first answer fixes the window's start and end, so later requests read the same span.
     """
-    from agentlat.budgets.model import Stats
+    from agentlat.budgets.model import RATIO_METRICS, Share, Stats
 
-    measured: dict[tuple[str, str], dict[str, Stats]] = {}
+    measured: dict[tuple[str, str], dict[str, Stats | Share]] = {}
     span: dict[str, str] = {"length": window}
     for dimension, metric in budgets.queries():
         when = {"start": span["start"], "end": span["end"]} if "start" in span else {"window": window}
-        body = client.get("/api/v1/percentiles", metric=metric, group_by=dimension, service=budgets.service, **when)
+        if metric in RATIO_METRICS:
+            body = client.get("/api/v1/cache", group_by=dimension, service=budgets.service, **when)
+            measured[(dimension, metric)] = {g.group[dimension]: Share(g.calls, g.hit_rate) for g in body.groups}
+        else:
+            body = client.get("/api/v1/percentiles", metric=metric, group_by=dimension, service=budgets.service, **when)
+            measured[(dimension, metric)] = {
+                row.group[dimension]: Stats(row.count, row.p50, row.p95, row.p99) for row in body.rows
+            }
         span.update(start=body.window.start, end=body.window.end)
-        measured[(dimension, metric)] = {
-            row.group[dimension]: Stats(row.count, row.p50, row.p95, row.p99) for row in body.rows
-        }
     return measured, span
 
 

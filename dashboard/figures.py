@@ -477,17 +477,18 @@ def waterfall(body: TraceResponse) -> go.Figure:
 
 # --- budgets --------------------------------------------------------------------------
 def budget_bars(verdicts: Sequence[Verdict]) -> go.Figure:
-    """Each budget's actual as a share of the budget, coloured by the server's verdict; 100 % is the line."""
-    shown = [v for v in verdicts if v.actual_ms is not None]
+    """Each latency budget's actual as a share of the budget, coloured by the server's verdict; 100 % is the
+    line. A hit rate's floor is left to the table: its share of the floor would read the wrong way round."""
+    shown = [v for v in verdicts if v.actual is not None and v.unit == "ms"]
     labels = [f"{v.name} · {v.metric} {v.percentile}" for v in shown]
-    ratios = [v.actual_ms / v.budget_ms * 100 for v in shown]  # type: ignore[operator]
+    ratios = [v.actual / v.budget * 100 for v in shown]  # type: ignore[operator]
     fig = go.Figure(
         go.Bar(
             orientation="h",
             y=labels,
             x=ratios,
             marker_color=[STATUS_COLOURS[v.status] for v in shown],
-            text=[f"{fmt.ms(v.actual_ms)} of {fmt.ms(v.budget_ms)}" for v in shown],
+            text=[f"{fmt.ms(v.actual)} of {fmt.ms(v.budget)}" for v in shown],
             textposition="auto",
             hovertemplate="%{y}: %{x:.0f}% of budget<extra></extra>",
         )

@@ -40,8 +40,8 @@ def budget_table(verdicts: list[Verdict]) -> pd.DataFrame:
                 v.dimension: v.name,
                 "metric": v.metric,
                 "percentile": v.percentile,
-                "budget": v.budget_ms,
-                "actual": v.actual_ms,
+                "budget": f"{'≥' if v.unit == 'ratio' else '≤'} {amount(v, v.budget)}",
+                "actual": amount(v, v.actual),
                 "samples": f"{v.count:,} / {v.min_samples:,}",
                 "status": STATUS_TEXT[v.status],
                 "declared in": v.source,
@@ -61,16 +61,20 @@ def budget_table(verdicts: list[Verdict]) -> pd.DataFrame:
     )
 
 
+def amount(v: Verdict, value: float | None) -> str:
+    """A value in the verdict's unit: a latency in ms, the hit rate as a percentage."""
+    return fmt.share(value) if v.unit == "ratio" else fmt.ms(value)
+
+
 def _verdicts(verdicts: list[Verdict], dimension: str) -> None:
     frame = budget_table(verdicts)
     colours = [STATUS_COLOURS[v.status] for v in verdicts]
     styled = frame.style.apply(lambda _: [f"color: {c}; font-weight: 600" for c in colours], subset=["status"])
-    styled = styled.format(fmt.ms, subset=["budget", "actual"], na_rep=fmt.DASH)
     st.dataframe(styled, hide_index=True, width="stretch", key=f"budgets_{dimension}")
 
 
 def _budgets(result: BudgetsResponse | ApiError, scope: Scope) -> None:
-    st.subheader("Latency budgets")
+    st.subheader("Budgets")
     if isinstance(result, ApiError) and result.status == 404:
         st.info(NOT_CONFIGURED, icon=":material/rule:")
         return
@@ -91,7 +95,8 @@ def _budgets(result: BudgetsResponse | ApiError, scope: Scope) -> None:
         if chosen:
             st.markdown(f"**Per {dimension}**")
             _verdicts(chosen, dimension)
-    st.plotly_chart(figures.budget_bars(verdicts), key="budget_chart")
+    if any(v.unit == "ms" and v.actual is not None for v in verdicts):
+        st.plotly_chart(figures.budget_bars(verdicts), key="budget_chart")
 
 
 def records(rows: Sequence[BaseModel]) -> pd.DataFrame:

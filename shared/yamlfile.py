@@ -24,6 +24,7 @@ T = TypeVar("T")
 NOTHING = object()  # "no value to show" in an error message (None is a value)
 _LATENCY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
 LATENCY_EXPECTED = "a duration > 0: milliseconds (800), or a string with a unit ('800ms', '1.5s')"
+SHARE_EXPECTED = "a share from 0 to 1, or a percentage (0.6, 60%)"
 
 
 class Marked(dict):
@@ -93,6 +94,22 @@ def latency_ms(raw: Any) -> float | None:
     else:
         return None
     return ms if ms > 0 else None
+
+
+def share(raw: Any) -> float | None:
+    """A share in [0, 1] from a number (``0.6``) or a percentage string (``'60%'``); None if it is neither."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int | float):
+        value = float(raw)
+    elif isinstance(raw, str) and raw.strip().endswith("%"):
+        try:
+            value = float(raw.strip()[:-1]) / 100
+        except ValueError:
+            return None
+    else:
+        return None
+    return value if 0 <= value <= 1 else None
 
 
 class _Shown(reprlib.Repr):

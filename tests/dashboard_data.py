@@ -36,13 +36,15 @@ TOOL_NAME = "gen_ai.tool.name"
 BUDGETS_YAML = """\
 version: 1
 service: shop
-min_samples: {p50: 5, p95: 10, p99: 10}
+min_samples: {p50: 5, p95: 10, p99: 10, cache_hit_rate: 5}
 default:
   e2e: {p50: 2s, p95: 3s}
 routes:
   /checkout:
     e2e: {p50: 1000, p95: 1500}
     ttft: {p95: 150}
+  /search:
+    cache_hit_rate: {min: 95%}
 """
 
 

@@ -364,5 +364,6 @@ def test_a_hit_rate_fires_below_its_threshold_and_says_so(embedded_store: Store)
     alerts = {a["labels"]["route"]: a for note in step.notifications for a in note.payload["alerts"]}
     assert (alerts["/chat"]["value"], alerts["/chat"]["reference"], alerts["/chat"]["count"]) == (
         pytest.approx(0.42), 0.6, 25)  # fmt: skip
-    assert alerts["/chat"]["summary"] == "cache hit rate 42.0% < threshold 60.0%"
+    assert alerts["/chat"]["summary"] == "cache hit rate 42% < threshold 60%"
+    assert alerts["/chat"]["dashboard_url"] == "http://dash.example/cache?window=1h&route=%2Fchat"  # it says why
     assert moves(ev.evaluate(E + 600)) == []  # /chat: 5 calls at 0 %, too few to say; /few: no calls, no verdict

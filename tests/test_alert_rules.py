@@ -13,7 +13,6 @@ from agentlat.alerts.message import condition
 from agentlat.alerts.receivers import missing_variables, resolved_url
 from agentlat.alerts.rules import (
     DEFAULT_BURN_WINDOWS,
-    RATIO_MIN_SAMPLES,
     AlertRulesError,
     BurnRate,
     Drift,
@@ -22,6 +21,7 @@ from agentlat.alerts.rules import (
 )
 from agentlat.alerts.rules_file import ALL_FIELDS, load_rules, parse_rules
 from agentlat.cli.alerts import alerts_app
+from agentlat.shared.measures import RATIO_MIN_SAMPLES
 from agentlat.shared.yamlfile import WatchedFile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,7 +259,7 @@ rules:
 def test_a_hit_rate_rule_has_a_floor_and_no_percentile() -> None:
     [rule] = parse_rules(HIT_RATE).rules
     assert (rule.spec, rule.kind, rule.min_samples) == (Floor(0.6, 1800), "threshold", RATIO_MIN_SAMPLES)
-    assert condition(rule) == "cache hit rate < 60.0% over 30m"
+    assert condition(rule) == "cache hit rate < 60% over 30m"
     assert parse_rules(HIT_RATE.replace("60%", "0.45")).rules[0].spec == Floor(0.45, 1800)
 
 

@@ -10,8 +10,19 @@ from pathlib import Path
 import pytest
 
 from agentlat.budgets.model import AGENT_TYPES, load_budgets
-from tests.budget_data import BREACHING, CHAT_E2E, CHAT_ITL, CHAT_TTFT, INSUFFICIENT, PASSING, ingest_known_spans, pct
-from tests.servers import AGENTLAT, ServerProcess
+from tests.budget_data import (
+    BREACHING,
+    CHAT_E2E,
+    CHAT_HIT_RATE,
+    CHAT_ITL,
+    CHAT_TTFT,
+    HIT_RATES,
+    INSUFFICIENT,
+    PASSING,
+    ingest_known_spans,
+    pct,
+)
+from tests.servers import AGENTLAT, ServerProcess, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +91,7 @@ def test_json_has_every_verdict_with_exact_values(api: str, tmp_path: Path) -> N
     assert body["min_samples"] == {"p50": 10, "p95": 20, "p99": 50}
     assert body["thresholds"]["default"] == {"ttft": {"p50": 500.0}}
     got = [
-        (r["dimension"], r["name"], r["source"], r["metric"], r["percentile"], r["budget_ms"], r["actual_ms"],
+        (r["dimension"], r["name"], r["source"], r["metric"], r["percentile"], r["budget"], r["actual"],
          r["count"], r["min_samples"], r["status"], r["line"])
         for r in body["results"]
     ]  # fmt: skip
@@ -208,3 +219,45 @@ def test_init_rejects_an_unknown_type(tmp_path: Path) -> None:
     result = agentlat("budget", "init", "--type", "robot", cwd=tmp_path)
     assert result.returncode == 2
     assert "robot" in result.stderr and not (tmp_path / "budgets.yaml").exists()
+
+
+HIT_RATE_ROWS = [
+    ["breach", "route /chat", "cache hit rate", "≥ 50%", "42.5%", "20"],
+    ["insufficient", "route /search", "cache hit rate", "≥ 50%", "—", "0 (needs 20)"],  # no cache reports: no rate
+    ["pass", "agent support", "cache hit rate", "≥ 40%", "42.5%", "20"],
+]
+
+
+def test_a_hit_rate_under_its_floor_breaches_and_no_cache_reports_are_no_data(api: str, tmp_path: Path) -> None:
+    path = budgets_file(tmp_path, HIT_RATES)
+    result = check(api, path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert table_rows(result.stdout) == HIT_RATE_ROWS
+    assert "breach: 1 breached, 1 insufficient data, 1 passed" in result.stdout
+    body = json.loads(check(api, path, "--format", "json").stdout)
+    assert body["min_samples"] == {"p50": 30, "p95": 200, "p99": 1000, "cache_hit_rate": 20}
+    assert [(r["name"], r["metric"], r["percentile"], r["budget"], r["actual"], r["count"], r["line"])
+            for r in body["results"]] == [
+        ("/chat", "cache_hit_rate", "min", 0.5, pytest.approx(CHAT_HIT_RATE), 20, 7),
+        ("/search", "cache_hit_rate", "min", 0.5, None, 0, 9),
+        ("support", "cache_hit_rate", "min", 0.4, pytest.approx(CHAT_HIT_RATE), 20, 12),
+    ]  # fmt: skip
+    markdown = check(api, path, "--format", "markdown").stdout
+    assert "| ❌ breach | route `/chat` | cache hit rate | ≥ 50% | 42.5% | 20 |" in markdown
+    root = ET.fromstring(check(api, path, "--format", "junit").stdout)
+    failure = root.find("testsuite/testcase/failure")
+    assert failure is not None
+    assert failure.get("message") == "cache hit rate of route /chat is 42.5%, under its minimum of 50%"
+    passing = budgets_file(tmp_path, HIT_RATES.replace("{min: 50%}", "{min: 0.425}").replace("/search:", "/unused:"))
+    assert check(api, passing, "--allow-insufficient").returncode == 0  # at the floor passes
+
+
+def test_a_long_window_reads_the_same_hit_rate_from_the_rollups(api: str, tmp_path: Path) -> None:
+    path = budgets_file(tmp_path, HIT_RATES)
+
+    def settled() -> subprocess.CompletedProcess[str] | None:
+        result = agentlat("budget", "check", str(path), "--api", api, "--window", "7d")
+        return result if table_rows(result.stdout) == HIT_RATE_ROWS else None  # rollups settle after ingest
+
+    result = wait_for(settled, timeout=60, interval=1)
+    assert result.returncode == 1

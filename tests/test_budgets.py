@@ -12,11 +12,10 @@ import pytest
 from agentlat.budgets import report as budget_format
 from agentlat.budgets.model import (
     AGENT_TYPES,
-    METRICS,
-    PERCENTILES,
     TOP_LEVEL_KEYS,
     BudgetError,
     Report,
+    Share,
     Stats,
     Verdict,
     budget_for,
@@ -28,6 +27,7 @@ from agentlat.budgets.model import (
 )
 from agentlat.budgets.templates import template
 from agentlat.cli.budget import AgentKind
+from agentlat.shared.measures import LATENCIES, METRIC_NAMES, PERCENTILES, RATIO_METRICS, percent
 from agentlat.store import METRICS as API_METRICS
 from agentlat.store import ROLLUP_METRICS
 
@@ -61,7 +61,7 @@ def stats(count: int, p50: float, p95: float, p99: float) -> Stats:
 
 
 def verdicts(report: Report) -> list[tuple]:
-    fields = ("dimension", "name", "source", "metric", "percentile", "budget_ms", "actual_ms", "status")
+    fields = ("dimension", "name", "source", "metric", "percentile", "budget", "actual", "status")
     return [tuple(getattr(v, f) for f in fields) for v in report.verdicts]
 
 
@@ -72,7 +72,7 @@ def test_a_file_parses_into_thresholds_with_units_and_lines() -> None:
     budgets = parse_budgets(FILE, "b.yaml")
     assert (budgets.type, budgets.service) == ("rag", "docs-bot")
     assert budgets.min_samples == {"p50": 30, "p95": 50, "p99": 1000}  # only p95 overridden
-    assert {k: (t.budget_ms, t.line) for k, t in budgets.default.items()} == {
+    assert {k: (t.limit, t.line) for k, t in budgets.default.items()} == {
         ("ttft", "p50"): (1000.0, 6),
         ("ttft", "p95"): (2500.0, 6),
         ("e2e", "p95"): (10_000.0, 7),
@@ -82,9 +82,9 @@ def test_a_file_parses_into_thresholds_with_units_and_lines() -> None:
 
 def test_routes_override_the_default_and_null_drops_it() -> None:
     budgets = parse_budgets(FILE, "b.yaml")
-    ask = [(t.metric, t.percentile, t.budget_ms) for t in budgets.thresholds_for("route", "/ask")]
+    ask = [(t.metric, t.percentile, t.limit) for t in budgets.thresholds_for("route", "/ask")]
     assert ask == [("ttft", "p50", 1000.0), ("ttft", "p95", 1800.0)]
-    summarise = [(t.metric, t.percentile, t.budget_ms) for t in budgets.thresholds_for("route", "/summarise")]
+    summarise = [(t.metric, t.percentile, t.limit) for t in budgets.thresholds_for("route", "/summarise")]
     assert summarise == [
         ("ttft", "p50", 1000.0),
         ("ttft", "p95", 2500.0),
@@ -126,9 +126,9 @@ def test_the_plain_data_look_up_is_the_same_rule() -> None:
     budgets = parse_budgets(FILE, "b.yaml")
     served = report_dict(budgets, Report(()), {"length": "1h"})
     for dimension, name in [("route", "/ask"), ("route", "/summarise"), ("route", "/other"), ("agent", "retriever")]:
-        own = {(t.metric, t.percentile): t.budget_ms for t in budgets.thresholds_for(dimension, name)}
+        own = {(t.metric, t.percentile): t.limit for t in budgets.thresholds_for(dimension, name)}
         looked_up = {
-            (m, p): ms for m in METRICS for p in PERCENTILES if (ms := budget_for(served, dimension, name, m, p))
+            (m, p): ms for m in LATENCIES for p in PERCENTILES if (ms := budget_for(served, dimension, name, m, p))
         }
         assert looked_up == own, (dimension, name)
     assert budget_for(served, "route", "", "ttft", "p95") == 2500.0  # all routes: the default
@@ -138,8 +138,8 @@ def test_the_plain_data_look_up_is_the_same_rule() -> None:
 
 
 def test_budget_metrics_are_query_api_and_rollup_metrics() -> None:
-    assert set(METRICS) <= set(API_METRICS)
-    assert set(METRICS) <= set(ROLLUP_METRICS)  # the server's long windows read rollups
+    assert set(LATENCIES) <= set(API_METRICS)
+    assert set(LATENCIES) <= set(ROLLUP_METRICS)  # the server's long windows read rollups
 
 
 # --- validation -----------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_budget_metrics_are_query_api_and_rollup_metrics() -> None:
         ),
         (
             "min_samples: 100\ndefault: {e2e: {p50: 1}}\n",
-            "b.yaml:1: min_samples: expected a mapping p50/p95/p99, got 100",
+            "b.yaml:1: min_samples: expected a mapping of p50/p95/p99/cache_hit_rate to counts, got 100",
         ),
         ("agents:\n  7: {e2e: {p50: 1}}\n", "b.yaml:2: agents: expected agent names as strings (quote numbers), got 7"),
         (
@@ -196,7 +196,8 @@ def test_budget_metrics_are_query_api_and_rollup_metrics() -> None:
         ),
         (
             "routes:\n  /a: 300\n",
-            "b.yaml:2: routes./a: expected a mapping of metric (ttft, itl, e2e, model, tool) to percentiles, got 300",
+            "b.yaml:2: routes./a: expected a mapping of metric (ttft, itl, e2e, model, tool) to percentiles, or "
+            "cache_hit_rate to min, got 300",
         ),
         ("default:\n  ttft: 300\n", "b.yaml:2: default.ttft: expected a mapping of p50/p95/p99 to a duration, got 300"),
         ("", "b.yaml:1: the file: expected budgets (see `agentlat budget init`)"),
@@ -234,7 +235,7 @@ def test_each_template_validates_and_budgets_its_primary_and_secondary_metric(ki
     assert budgets.type == kind
     assert {metric for metric, _ in budgets.default} == {agent_type.primary, agent_type.secondary}
     assert {pct for _, pct in budgets.default} == {"p50", "p95", "p99"}
-    assert f"Primary metric {budget_format.METRIC_LABELS[agent_type.primary]}" in template(kind)
+    assert f"Primary metric {METRIC_NAMES[agent_type.primary]}" in template(kind)
 
 
 def test_the_cli_offers_every_agent_type() -> None:
@@ -356,7 +357,7 @@ def test_junit_counts_and_escapes() -> None:
 
 def test_the_docs_cover_every_field_metric_type_option_and_exit_code() -> None:
     docs = (ROOT / "docs" / "budgets.md").read_text()
-    for name in (*TOP_LEVEL_KEYS, *METRICS, *AGENT_TYPES):
+    for name in (*TOP_LEVEL_KEYS, *LATENCIES, *RATIO_METRICS, *AGENT_TYPES, "min"):
         assert f"`{name}`" in docs, name
     for option in ("--api", "--window", "--format", "--output", "--allow-insufficient", "--type", "--force"):
         assert f"`{option}`" in docs or f"{option} " in docs, option
@@ -372,7 +373,7 @@ def test_too_few_samples_already_over_budget_say_so_and_keep_the_exit_code() -> 
     under = Verdict("route", "/chat", "route", "ttft", "p50", 1200.0, 800.0, 29, 30, "insufficient", 1)
     report = Report((over, under))
     window = {"length": "1h", "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"}
-    assert (over.over_so_far, under.over_so_far) == (True, False)
+    assert (over.missed_so_far, under.missed_so_far) == (True, False)
     assert budget_format.counted(report) == "0 breached, 2 insufficient data (1 over budget so far), 0 passed"
     markdown = budget_format.render_markdown(budgets, report, window)
     assert (
@@ -387,3 +388,152 @@ def test_too_few_samples_already_over_budget_say_so_and_keep_the_exit_code() -> 
         "insufficient data: 29 samples, p50 needs 30",
     ]
     assert report.status == "insufficient" and exit_code(report.status) == 3
+
+
+# --- the prompt-cache hit rate: a floor -----------------------------------------------
+
+HIT_RATE_FILE = """\
+type: chat
+min_samples: {p50: 10, cache_hit_rate: 3}
+default:
+  ttft: {p50: 500}
+  cache_hit_rate: {min: 0.6}
+routes:
+  /chat:
+    cache_hit_rate: {min: 80%}
+  /batch:
+    cache_hit_rate: {min: null}
+  /quiet:
+    cache_hit_rate: {min: 0.5}
+agents:
+  planner:
+    cache_hit_rate: {min: 0.4}
+"""
+
+
+def test_a_hit_rate_budget_is_a_floor_keyed_min() -> None:
+    budgets = parse_budgets(HIT_RATE_FILE, "h.yaml")
+    assert {k: (t.limit, t.line) for k, t in budgets.default.items()} == {
+        ("ttft", "p50"): (500.0, 4),
+        ("cache_hit_rate", "min"): (0.6, 5),
+    }
+    chat = [(t.metric, t.percentile, t.limit) for t in budgets.thresholds_for("route", "/chat")]
+    assert chat == [("ttft", "p50", 500.0), ("cache_hit_rate", "min", 0.8)]  # the type's metrics first, the rate last
+    assert [t.metric for t in budgets.thresholds_for("route", "/batch")] == ["ttft"]  # null drops the default
+    assert budgets.min_samples == {"p50": 10, "p95": 200, "p99": 1000, "cache_hit_rate": 3}
+    assert budgets.queries() == [("route", "ttft"), ("route", "cache_hit_rate"), ("agent", "cache_hit_rate")]
+    assert budgets.raw_thresholds()["routes"]["/chat"] == {"cache_hit_rate": {"min": 0.8}}
+    served = report_dict(budgets, Report(()), {"length": "1h"})
+    assert budget_for(served, "route", "/chat", "cache_hit_rate", "min") == 0.8
+    assert budget_for(served, "route", "/other", "cache_hit_rate", "min") == 0.6
+    assert budget_for(served, "route", "/batch", "cache_hit_rate", "min") is None
+
+
+def test_the_hit_rate_minimum_defaults_to_20_calls_and_shows_only_where_budgeted() -> None:
+    assert parse_budgets("routes: {/chat: {cache_hit_rate: {min: 0.8}}}\n", "b.yaml").min_samples == {
+        "p50": 30, "p95": 200, "p99": 1000, "cache_hit_rate": 20,
+    }  # fmt: skip
+    assert "cache_hit_rate" not in parse_budgets("default: {ttft: {p50: 500}}\n", "b.yaml").min_samples
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "default:\n  cache_hit_rate: {min: 1.5}\n",
+            "b.yaml:2: default.cache_hit_rate.min: expected a share from 0 to 1, or a percentage (0.6, 60%), got 1.5",
+        ),
+        ("default:\n  cache_hit_rate: {min: fast}\n", "default.cache_hit_rate.min: expected a share from 0 to 1"),
+        ("default:\n  cache_hit_rate: {min: 800ms}\n", "got '800ms'"),
+        ("default:\n  cache_hit_rate: {min: yes}\n", "a share from 0 to 1, or a percentage (0.6, 60%), got True"),
+        (
+            "routes:\n  /chat:\n    cache_hit_rate:\n      p95: 0.5\n",
+            "b.yaml:4: routes./chat.cache_hit_rate.p95: expected min (a hit rate has a floor, no percentiles)",
+        ),
+        (
+            "routes:\n  /chat:\n    cache_hit_rate: {max: 0.5}\n",
+            "b.yaml:3: routes./chat.cache_hit_rate.max: unknown field; expected one of min",
+        ),
+        (
+            "default:\n  cache_hit_rate: 0.8\n",
+            "b.yaml:2: default.cache_hit_rate: expected {min: share}, e.g. {min: 0.8} or {min: 80%}, got 0.8",
+        ),
+        (
+            "default:\n  cache_hit_rate: {min: null}\n",
+            "b.yaml:2: default.cache_hit_rate.min: expected a share (null only drops a default in a route)",
+        ),
+        (
+            "min_samples: {cache_hit_rate: 0}\ndefault: {ttft: {p50: 1}}\n",
+            "b.yaml:1: min_samples.cache_hit_rate: expected a whole number of model calls reporting cache tokens ≥ 1",
+        ),
+        (
+            "default:\n  ttft: {min: 0.5}\n",
+            "b.yaml:2: default.ttft.min: unknown field; expected one of p50, p95, p99",
+        ),
+    ],
+)
+def test_hit_rate_mistakes_name_file_line_field_and_expectation(text: str, message: str) -> None:
+    with pytest.raises(BudgetError) as caught:
+        parse_budgets(text, "b.yaml")
+    assert message in str(caught.value)
+
+
+def test_a_hit_rate_under_its_floor_breaches_at_it_passes_and_no_data_is_never_zero() -> None:
+    budgets = parse_budgets(HIT_RATE_FILE, "h.yaml")
+    measured = {
+        ("route", "cache_hit_rate"): {
+            "/chat": Share(3, 1800 / 4000),  # 1000 in / 800 cached, 1000 / 0, 2000 / 1000: 0.45 < 0.8
+            "/search": Share(5, 0.6),  # at the default floor: passes
+            "/rare": Share(2, 0.1),  # under it, but 2 < 3 calls
+            "/empty": Share(4, None),  # calls reported cache tokens, but no input tokens: no rate
+        },
+        ("route", "ttft"): {"/chat": stats(40, 300.0, 400.0, 450.0)},
+        ("agent", "cache_hit_rate"): {"planner": Share(3, 0.4)},
+    }
+    report = evaluate(budgets, measured)
+    assert verdicts(report) == [
+        ("route", "/chat", "default", "ttft", "p50", 500.0, 300.0, "pass"),
+        ("route", "/chat", "route", "cache_hit_rate", "min", 0.8, pytest.approx(0.45), "breach"),
+        ("route", "/quiet", "route", "cache_hit_rate", "min", 0.5, None, "insufficient"),  # listed, no cache reports
+        ("agent", "planner", "agent", "cache_hit_rate", "min", 0.4, 0.4, "pass"),
+        ("route", "/empty", "default", "cache_hit_rate", "min", 0.6, None, "insufficient"),
+        ("route", "/rare", "default", "cache_hit_rate", "min", 0.6, 0.1, "insufficient"),
+        ("route", "/search", "default", "cache_hit_rate", "min", 0.6, 0.6, "pass"),
+    ]
+    assert [v.min_samples for v in report.verdicts[1:]] == [3] * 6
+    assert [v.missed_so_far for v in report.verdicts] == [False, False, False, False, False, True, False]
+    assert report.status == "breach"
+    # a route without any calls reporting cache tokens gets no default hit-rate verdict at all
+    assert "/batch" not in {v.name for v in report.verdicts}
+
+
+def test_hit_rate_verdicts_read_as_floors_in_every_format() -> None:
+    budgets = parse_budgets(HIT_RATE_FILE, "h.yaml")
+    breach = Verdict("route", "/chat", "route", "cache_hit_rate", "min", 0.8, 0.45, 3, 3, "breach", 8)
+    under = Verdict("route", "/rare", "default", "cache_hit_rate", "min", 0.6, 0.1, 2, 3, "insufficient", 5)
+    none = Verdict("route", "/quiet", "route", "cache_hit_rate", "min", 0.5, None, 0, 3, "insufficient", 12)
+    report = Report((breach, under, none))
+    window = {"length": "1h", "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"}
+    assert budget_format.counted(report) == "1 breached, 2 insufficient data (1 under its minimum so far), 0 passed"
+    markdown = budget_format.render_markdown(budgets, report, window)
+    assert "| ❌ breach | route `/chat` | cache hit rate | ≥ 80% | 45% | 3 |" in markdown
+    assert "| ⚠️ insufficient data, under so far | route `/rare` | cache hit rate | ≥ 60% (default) | 10% |" in markdown
+    assert "| ⚠️ insufficient data | route `/quiet` | cache hit rate | ≥ 50% | — | 0 (needs 3) |" in markdown
+    cases = list(ET.fromstring(budget_format.render_junit(budgets, report, window)).iter("testcase"))
+    assert [c.get("name") for c in cases] == ["cache hit rate ≥ 80%", "cache hit rate ≥ 60% (default)",
+                                              "cache hit rate ≥ 50%"]  # fmt: skip
+    failure, skipped, empty = (c[0] for c in cases)
+    assert failure.get("message") == "cache hit rate of route /chat is 45%, under its minimum of 80%"
+    assert failure.text == f"{failure.get('message')} (3 model calls reporting cache tokens)"
+    assert skipped.get("message") == (
+        "insufficient data: 2 model calls reporting cache tokens, cache hit rate needs 3; "
+        "under its minimum so far (10% against 60%)"
+    )
+    assert empty.get("message") == "insufficient data: 0 model calls reporting cache tokens, cache hit rate needs 3"
+
+
+def test_a_share_reads_to_a_tenth_of_a_percent_and_never_as_the_floor_it_misses() -> None:
+    assert [percent(v) for v in (0.8, 0.4567, 0.425, 1.0, 0.0, None)] == ["80%", "45.7%", "42.5%", "100%", "0%", "—"]
+    assert [percent(v, 0.8) for v in (0.79996, 0.7996, 0.8, 0.80004, 0.42)] == [
+        "79.996%", "79.96%", "80%", "80.004%", "42%",
+    ]  # fmt: skip

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.budget_data import BREACHING, CHAT_TTFT, PASSING, ingest_known_spans, pct
+from tests.budget_data import BREACHING, CHAT_HIT_RATE, CHAT_TTFT, HIT_RATES, PASSING, ingest_known_spans, pct
 from tests.servers import AGENTLAT, ServerProcess, wait_for
 
 
@@ -49,10 +49,10 @@ def test_the_server_returns_verdicts_and_the_raw_thresholds(budget_server: Serve
     }
     results = {(r["name"], r["metric"], r["percentile"]): r for r in body["results"]}
     chat_p95 = results[("/chat", "ttft", "p95")]
-    assert chat_p95["actual_ms"] == pytest.approx(pct(CHAT_TTFT, "p95"))
-    assert (chat_p95["budget_ms"], chat_p95["count"], chat_p95["status"]) == (250.0, 20, "pass")
+    assert chat_p95["actual"] == pytest.approx(pct(CHAT_TTFT, "p95"))
+    assert (chat_p95["budget"], chat_p95["count"], chat_p95["status"]) == (250.0, 20, "pass")
     search = results[("/search", "ttft", "p50")]
-    assert (search["source"], search["actual_ms"], search["status"]) == ("default", pytest.approx(1000.0), "breach")
+    assert (search["source"], search["actual"], search["status"]) == ("default", pytest.approx(1000.0), "breach")
     assert results[("/chat", "e2e", "p99")]["status"] == "insufficient"
 
 
@@ -63,7 +63,7 @@ def test_long_windows_read_the_rollups(budget_server: ServerProcess) -> None:
         return found[0] if found and found[0]["count"] == 20 else None
 
     result = wait_for(chat_ttft_p50)  # rollups settle a few seconds after ingest
-    assert result["actual_ms"] == pytest.approx(pct(CHAT_TTFT, "p50"), rel=0.05)  # t-digest: approximate
+    assert result["actual"] == pytest.approx(pct(CHAT_TTFT, "p50"), rel=0.05)  # t-digest: approximate
 
 
 def test_the_file_is_reread_when_it_changes(budget_server: ServerProcess, budgets_path: Path) -> None:
@@ -100,3 +100,36 @@ def test_serve_refuses_to_start_with_a_broken_budgets_file(tmp_path: Path) -> No
     )
     assert result.returncode == 2
     assert f"{broken}:2: default.ttfb: unknown field" in " ".join(result.stderr.split())
+
+
+def test_hit_rates_are_judged_exact_and_from_rollups_alike(budget_server: ServerProcess, budgets_path: Path) -> None:
+    """/chat's 0.425 under its 50 % floor, from the spans (2 h) and from the rollups' token sums (7 d) alike;
+    /search reports no cache tokens: no rate, insufficient, never 0 %."""
+    try:
+        budgets_path.write_text(HIT_RATES)
+        os.utime(budgets_path, ns=(4, 4))
+
+        def results(window: str) -> dict | None:
+            body = budget_server.get("/api/v1/budgets", window=window).json()
+            found = {(r["dimension"], r["name"]): r for r in body["results"]}
+            chat = found.get(("route", "/chat"))
+            return {"body": body, **found} if chat and chat["count"] == 20 else None
+
+        for window in ("2h", "7d"):  # 7d: rollups settle a few seconds after ingest
+            found = wait_for(lambda w=window: results(w))
+            body = found.pop("body")
+            assert body["status"] == "breach" and body["counts"] == {"pass": 1, "breach": 1, "insufficient": 1}
+            assert body["min_samples"]["cache_hit_rate"] == 20
+            assert body["thresholds"]["routes"]["/chat"] == {"cache_hit_rate": {"min": 0.5}}
+            got = {
+                key: (r["source"], r["metric"], r["percentile"], r["budget"], r["actual"], r["count"], r["status"])
+                for key, r in found.items()
+            }
+            assert got == {
+                ("route", "/chat"): ("route", "cache_hit_rate", "min", 0.5, pytest.approx(CHAT_HIT_RATE), 20, "breach"),
+                ("route", "/search"): ("route", "cache_hit_rate", "min", 0.5, None, 0, "insufficient"),
+                ("agent", "support"): ("agent", "cache_hit_rate", "min", 0.4, pytest.approx(CHAT_HIT_RATE), 20, "pass"),
+            }, window
+    finally:
+        budgets_path.write_text(BREACHING)
+        os.utime(budgets_path, ns=(5, 5))

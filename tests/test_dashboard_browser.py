@@ -274,8 +274,8 @@ def test_budgets_and_alerts(page: Page, dashboard: str) -> None:
         page,
         f"{dashboard}/budgets?window=1h",
         "budgets",
-        texts=["Latency budgets", "Alerting is not set up yet on this server."],
-        cells=["/checkout", "190.25", "breach", "pass", "default"],
+        texts=["Budgets", "Alerting is not set up yet on this server."],
+        cells=["/checkout", "190 ms", "≤ 150 ms", "breach", "pass", "default", "≥ 95.0%", "90.0%"],
         charts=1,
     )
 
@@ -394,7 +394,7 @@ def test_no_request_leaves_the_machine(page: Page, dashboard: str) -> None:
         ("/?window=1h", ["Overview"]),
         ("/routes?window=1h", ["Routes & models"]),
         ("/traces?window=1h", ["Trace explorer"]),
-        ("/budgets?window=1h", ["Latency budgets"]),
+        ("/budgets?window=1h", ["Budgets"]),
         ("/advisor?window=1h", ["Advisor"]),
     ):
         page.goto(f"{dashboard}{path}")

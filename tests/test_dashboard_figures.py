@@ -56,9 +56,11 @@ BUDGETS = BudgetsResponse.model_validate({
     },
     "results": [
         {"dimension": "route", "name": "/checkout", "source": "route", "metric": "ttft", "percentile": "p95",
-         "budget_ms": 150.0, "actual_ms": 190.25, "count": 20, "min_samples": 10, "status": "breach", "line": 9},
+         "budget": 150.0, "actual": 190.25, "unit": "ms", "count": 20, "min_samples": 10, "status": "breach",
+         "line": 9},
         {"dimension": "route", "name": "/search", "source": "default", "metric": "e2e", "percentile": "p50",
-         "budget_ms": 2000.0, "actual_ms": None, "count": 0, "min_samples": 30, "status": "insufficient", "line": 5},
+         "budget": 2000.0, "actual": None, "unit": "ms", "count": 0, "min_samples": 30, "status": "insufficient",
+         "line": 5},
     ],
 })  # fmt: skip
 
@@ -102,8 +104,8 @@ def test_levels_and_colours() -> None:
     assert (level(None, 1.0), level(1.0, None), level(2.0, 1.0)) == (None, None, "breach")
     assert (colour("ok"), colour("breach"), colour(None)) == (LEVEL_COLOURS["ok"], LEVEL_COLOURS["breach"], NEUTRAL)
     [breach, insufficient] = BUDGETS.results
-    assert (breach.name, breach.actual_ms, breach.status) == ("/checkout", 190.25, "breach")
-    assert (insufficient.actual_ms, insufficient.source) == (None, "default")
+    assert (breach.name, breach.actual, breach.status) == ("/checkout", 190.25, "breach")
+    assert (insufficient.actual, insufficient.source) == (None, "default")
 
 
 def test_windows() -> None:

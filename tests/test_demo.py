@@ -10,9 +10,11 @@ from pathlib import Path
 from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, spawned_workers, wait_for
 from tests.test_trace_analysis_e2e import FAST as FAST_ANALYSIS
 
+DEMO_BUDGETS = Path(__file__).resolve().parents[1] / "demo" / "budgets.yaml"  # what `agentlat up` serves
+
 
 def test_demo_sends_every_agent_type(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path, extra_env=FAST_ANALYSIS).start()
+    server = ServerProcess(tmp_path, extra_env={**FAST_ANALYSIS, "AGENTLAT_BUDGETS": str(DEMO_BUDGETS)}).start()
     try:
         result = subprocess.run(
             [AGENTLAT, "demo", "--endpoint", server.url, "--rate", "9", "--duration", "12", "--seed", "3"],
@@ -95,6 +97,13 @@ def assert_the_demo_makes_the_case(server: ServerProcess) -> None:
     assert chat["changed_parts"]["system"]["offset_p50"] < 100, chat  # "Current time: ..." leads the system part
     assert cache["/tools"]["misses_by_reason"]["below_minimum"] > 0, cache["/tools"]
     assert sum(g["misses_by_reason"].get("cold", 0) for g in groups) > 0, groups
+    # The demo's budgets hold the hit rates to floors: /chat's breached, /tools' met.
+    verdicts = server.get("/api/v1/budgets", window="1h").json()["results"]
+    floors = {v["name"]: v for v in verdicts if v["metric"] == "cache_hit_rate"}
+    assert {name: (v["status"], v["unit"]) for name, v in floors.items()} == {
+        "/chat": ("breach", "ratio"), "/tools": ("pass", "ratio"),
+    }, floors  # fmt: skip
+    assert abs(floors["/chat"]["actual"] - hit_rate["/chat"]) < 1e-9 and floors["/chat"]["count"] >= 10, floors
     advice = server.get("/api/v1/advice", window="1h").json()["findings"]
     levers = {(f["kind"], f["route"]): f for f in advice}
     assert {("parallel_tools", "/tools"), ("tool_dispatch", "/tools-wait")} <= set(levers), sorted(levers)

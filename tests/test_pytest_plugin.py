@@ -32,6 +32,21 @@ def agent_call(ttft_s=0.01, gaps_s=(0.002, 0.002, 0.002), tool_s=None):
             time.sleep(tool_s)
 
 
+class Cached:
+    """A model call a run, reporting (input, cache-read) tokens in turn: 1,000 / 800, 1,000 / 0, 2,000 / 1,000."""
+
+    TOKENS = ((1000, 800), (1000, 0), (2000, 1000))
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self):
+        input_tokens, cached = self.TOKENS[self.calls % len(self.TOKENS)]
+        self.calls += 1
+        with agentlat.model_call("fake-model", provider="test") as call:
+            call.usage(input_tokens=input_tokens, cache_read_tokens=cached, output_tokens=5)
+
+
 class Noisy:
     """Fast calls, and one slow call at a known run."""
 
@@ -311,3 +326,50 @@ def test_the_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:agentlat")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*fixture 'latency' not found*"])
+
+
+def test_a_hit_rate_budget_is_a_floor_over_every_runs_tokens(agent: pytest.Pytester) -> None:
+    agent.makefile(".yaml", budgets="routes:\n  /chat:\n    cache_hit_rate: {min: 80%}\n")
+    agent.makepyfile(
+        test_cache="""
+        import pytest
+        from agent_helpers import Cached, agent_call
+
+        @pytest.mark.latency_budget(runs=3, cache_hit_rate_min=0.4)
+        def test_warm(latency):
+            assert latency.measure(Cached()).hit_rate == pytest.approx(1800 / 4000)
+
+        @pytest.mark.latency_budget(runs=3, cache_hit_rate_min=0.45)
+        def test_at_the_floor(latency):
+            latency.measure(Cached())
+
+        @pytest.mark.latency_budget(runs=3, budgets="budgets.yaml", route="/chat")
+        def test_cold(latency):
+            latency.measure(Cached())
+
+        @pytest.mark.latency_budget(runs=2, cache_hit_rate_min=0.5)
+        def test_no_reports(latency):
+            latency.measure(agent_call)
+
+        @pytest.mark.latency_budget(cache_hit_rate_min=80)
+        def test_a_percentage_is_a_share(latency):
+            latency.measure(agent_call)
+        """
+    )
+    result = agent.runpytest_subprocess()
+    result.assert_outcomes(passed=2, failed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "latency budget not met over 3 runs:",
+            "  cache_hit_rate = 45% < minimum 80%",
+            "measured:",
+            "  model n=3 *",
+            "  cache_hit_rate n=3       45%  | ≥ 80% breach",
+        ]
+    )
+    result.stdout.fnmatch_lines(["  cache_hit_rate ≥ 50%: no model call reported cache-read and input tokens*"])
+    result.stdout.fnmatch_lines(["*cache_hit_rate_min must be a share from 0 to 1 (0.8 for 80 %), got 80*"])
+    result.stdout.fnmatch_lines(
+        ["PASS *test_cache.py::test_warm (3 runs)", "    model n=3 *", "    cache_hit_rate n=3       45%  | ≥ 40% pass"]
+    )
+    result.stdout.fnmatch_lines(["PASS *test_cache.py::test_at_the_floor (3 runs)"])

@@ -16,7 +16,17 @@ from starlette.concurrency import run_in_threadpool
 
 from agentlat.api.models import BudgetsResponse
 from agentlat.api.windows import iso, parse_duration, trailing
-from agentlat.budgets.model import BudgetError, Budgets, Measurements, Stats, evaluate, load_budgets, report_dict
+from agentlat.budgets.model import (
+    RATIO_METRICS,
+    BudgetError,
+    Budgets,
+    Measurements,
+    Share,
+    Stats,
+    evaluate,
+    load_budgets,
+    report_dict,
+)
 from agentlat.server.routes.deps import QUERY_ERRORS, Project, StoreDep, errors
 from agentlat.shared.yamlfile import WatchedFile
 from agentlat.store import SpanFilter, Store
@@ -47,22 +57,36 @@ def current_budgets(source: WatchedFile[Budgets]) -> Budgets:
 
 
 def measure(store: Store, budgets: Budgets, where: SpanFilter) -> Measurements:
-    """Percentiles per route or agent of every metric the file budgets (all kept in rollups)."""
+    """Percentiles per route or agent of every latency the file budgets, and its hit rates (all kept in
+    rollups): exact from the spans, or from the rollups for windows over 6 h, as ``/api/v1/percentiles``
+    and ``/api/v1/cache`` answer (which ``agentlat budget check`` reads)."""
     metrics_of: dict[str, list[str]] = {}
+    ratios: list[tuple[str, str]] = []
     for dimension, metric in budgets.queries():
-        metrics_of.setdefault(dimension, []).append(metric)
-    measured: dict[tuple[str, str], dict[str, Stats]] = {}
-    if where.reads_rollups:
-        for dimension, metrics in metrics_of.items():
-            for row in store.rollup_percentiles(metrics, [dimension], where):
-                p50, p95, p99 = row["q"]
-                measured.setdefault((dimension, row["metric"]), {})[row[dimension]] = Stats(row["count"], p50, p95, p99)
-        return measured
-    pairs = [(dimension, metric) for dimension, metrics in metrics_of.items() for metric in metrics]
+        if metric in RATIO_METRICS:
+            ratios.append((dimension, metric))
+        else:
+            metrics_of.setdefault(dimension, []).append(metric)
+    measured: dict[tuple[str, str], dict[str, Stats | Share]] = {}
     with ThreadPoolExecutor(4, thread_name_prefix="agentlat-budgets") as pool:
-        found = pool.map(lambda pair: store.percentiles(pair[1], [pair[0]], where), pairs)
-        for (dimension, metric), rows in zip(pairs, found, strict=True):
-            measured[(dimension, metric)] = {r.group[dimension]: Stats(r.count, r.p50, r.p95, r.p99) for r in rows}
+        hit_rates = [
+            pool.submit(store.cache_report, [dimension], where, where.reads_rollups) for dimension, _ in ratios
+        ]
+        if where.reads_rollups:
+            for dimension, metrics in metrics_of.items():
+                for row in store.rollup_percentiles(metrics, [dimension], where):
+                    p50, p95, p99 = row["q"]
+                    stats = Stats(row["count"], p50, p95, p99)
+                    measured.setdefault((dimension, row["metric"]), {})[row[dimension]] = stats
+        else:
+            pairs = [(dimension, metric) for dimension, metrics in metrics_of.items() for metric in metrics]
+            found = pool.map(lambda pair: store.percentiles(pair[1], [pair[0]], where), pairs)
+            for (dimension, metric), rows in zip(pairs, found, strict=True):
+                measured[(dimension, metric)] = {r.group[dimension]: Stats(r.count, r.p50, r.p95, r.p99) for r in rows}
+        for (dimension, metric), groups in zip(ratios, hit_rates, strict=True):
+            measured[(dimension, metric)] = {
+                g["group"][dimension]: Share(g["calls"], g["hit_rate"]) for g in groups.result()
+            }
     return measured
 
 
