@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -140,6 +141,14 @@ def hashes(parts: Sequence[PromptPart]) -> list[str]:
     return out
 
 
+_MIN_TOKENS = tuple((provider, re.compile(model), tokens) for provider, model, tokens in sc.CACHE_MIN_TOKENS_BY_MODEL)
+
+
+def min_cacheable_tokens(provider: str, model: str) -> int | None:
+    """The provider's minimum cacheable prompt for ``model`` in tokens, or None where agentlat knows none."""
+    return next((tokens for p, pattern, tokens in _MIN_TOKENS if p == provider and pattern.search(model)), None)
+
+
 def common_prefix(a: bytes, b: bytes) -> int:
     """The length of the longest common prefix of two byte strings (a binary search of C-speed comparisons)."""
     lo, hi = 0, min(len(a), len(b))
@@ -183,6 +192,8 @@ class PromptHistory:
             shape[sc.PROMPT_PREFIX_HASH] = stable[-1]
         if provider in self.ttl_s:
             shape[sc.CACHE_TTL_S] = self.ttl_s[provider]
+        if (minimum := min_cacheable_tokens(provider, model)) is not None:
+            shape[sc.CACHE_MIN_TOKENS] = minimum
         sent = _Sent(tuple(parts), time.monotonic())
         with self._lock:
             previous = self._sent.pop((provider, route, model), None)

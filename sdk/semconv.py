@@ -120,6 +120,9 @@ PROMPT_SINCE_PREVIOUS_S = "agentlat.prompt.since_previous_s"
 # the input tokens the provider says the miss cost.
 CACHE_TTL_S = "agentlat.cache.ttl_s"
 CACHE_BREAKPOINTS = "agentlat.cache.breakpoints"
+# The provider's minimum cacheable prompt for the request's model, in tokens (from CACHE_MIN_TOKENS_BY_MODEL); a
+# prompt shorter than this is never cached. The collector reads it, else the same table by provider and model.
+CACHE_MIN_TOKENS = "agentlat.cache.min_tokens"
 CACHE_PROVIDER_REASON = "agentlat.cache.provider_reason"
 CACHE_MISSED_TOKENS = "agentlat.cache.missed_tokens"
 # Set by the SDK on a span of another instrumentation that starts directly inside an agentlat
@@ -127,6 +130,21 @@ CACHE_MISSED_TOKENS = "agentlat.cache.missed_tokens"
 INNER_OF_MODEL_CALL = "agentlat.inner_of_model_call"
 
 PREFETCH_OUTCOMES = frozenset({"hit", "miss", "cancelled"})
+
+# The provider's minimum cacheable prompt, by model: (gen_ai.provider.name, a regular expression searched in the
+# model name, tokens), the first match wins (provider documentation, 2026-12): Anthropic by model family, OpenAI
+# 1,024 for every model, Gemini's implicit caching by tier. Another provider (a self-hosted server, say) has no
+# minimum agentlat knows of: none of its misses is judged below it.
+CACHE_MIN_TOKENS_BY_MODEL: tuple[tuple[str, str, int], ...] = (
+    ("anthropic", "opus-4-[5-9]|haiku-4", 4096),
+    ("anthropic", "sonnet-4-[6-9]|haiku-3|3-haiku|3-5-haiku", 2048),
+    ("anthropic", "", 1024),
+    ("openai", "", 1024),
+    ("gcp.gemini", "pro", 4096),
+    ("gcp.gemini", "", 1024),
+    ("gcp.vertex_ai", "pro", 4096),
+    ("gcp.vertex_ai", "", 1024),
+)
 
 # Roles the collector assigns to every span.
 ROLE_MODEL = "model"

@@ -10,8 +10,8 @@ A call missed when it reports cache-read tokens and they are 0. Its reason, firs
 2. ``settings_changed``: the provider says a request setting changed (OpenAI: prompt_cache_key, text
    format, reasoning effort, verbosity, service tier; context compaction);
 3. ``not_requested``: an Anthropic request with no cache breakpoint (Anthropic caches only what a request marks);
-4. ``below_minimum``: fewer input tokens than the provider's minimum cacheable prompt for the model (known
-   for Anthropic, OpenAI and Gemini only);
+4. ``below_minimum``: fewer input tokens than the provider's minimum cacheable prompt for the model (as the
+   SDK recorded it, else from ``semconv.CACHE_MIN_TOKENS_BY_MODEL``: known for Anthropic, OpenAI and Gemini only);
 5. ``unknown``: no prompt shape from agentlat's SDK (another instrumentation): nothing to judge by;
 6. ``cold``: the first request of its route this process sent (nothing to read from);
 7. ``expired``: the route's previous request to the model was sent longer ago than the cache lives (the
@@ -26,19 +26,6 @@ from __future__ import annotations
 
 from agentlat import semconv as sc
 
-# The provider's minimum cacheable prompt, by model (list order: the first match wins; provider documentation,
-# 2026-12): Anthropic by model family, OpenAI 1,024 for every model, Gemini's implicit caching by tier. Another
-# provider (a self-hosted server, say) has no minimum agentlat knows of: none of its misses is below_minimum.
-MIN_TOKENS: tuple[tuple[str, str, int], ...] = (
-    ("anthropic", "opus-4-[5-9]|haiku-4", 4096),
-    ("anthropic", "sonnet-4-[6-9]|haiku-3|3-haiku|3-5-haiku", 2048),
-    ("anthropic", "", 1024),
-    ("openai", "", 1024),
-    ("gcp.gemini", "pro", 4096),
-    ("gcp.gemini", "", 1024),
-    ("gcp.vertex_ai", "pro", 4096),
-    ("gcp.vertex_ai", "", 1024),
-)
 # How long a cache entry lives after its last use when the request does not say (seconds): Anthropic's 5 minutes;
 # OpenAI's in-memory retention, at least 5 minutes (an organisation with 24 h retention says so through the SDK's
 # ``Options.prompt_cache_ttl_s``); Gemini's implicit cache, undocumented, taken as the same.
@@ -83,11 +70,12 @@ _SETTINGS = (
 
 
 def _min_tokens() -> str:
+    """The minimum the SDK recorded on the span, else the same table by the span's provider and model."""
     cases = [
         f"Provider = '{provider}'" + (f" AND match(Model, '{model}')" if model else "") + f", {tokens}"
-        for provider, model, tokens in MIN_TOKENS
+        for provider, model, tokens in sc.CACHE_MIN_TOKENS_BY_MODEL
     ]
-    return f"multiIf({', '.join(cases)}, NULL)"
+    return f"coalesce(toUInt32OrNull({_attr(sc.CACHE_MIN_TOKENS)}), multiIf({', '.join(cases)}, NULL))"
 
 
 _TTL_S = f"coalesce(toFloat64OrNull({_attr(sc.CACHE_TTL_S)}), {DEFAULT_TTL_S})"

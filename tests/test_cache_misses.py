@@ -39,6 +39,10 @@ CALLS: list[tuple[str, str, str, int, int | None, dict[str, str], str, str, int 
      SHAPE | {sc.PROMPT_SINCE_PREVIOUS_S: "5", sc.PROMPT_CHANGED_PART: "system"}, "below_minimum", "", None),
     ("below Haiku 4.5's 4,096", "anthropic", "claude-haiku-4-5", 3000, 0, SHAPE | {sc.CACHE_BREAKPOINTS: "2"},
      "below_minimum", "", None),
+    ("below the minimum the SDK recorded, where the table knows none", "vllm", "llama-3", 1500, 0,
+     SHAPE | {sc.CACHE_MIN_TOKENS: "2048", sc.PROMPT_SINCE_PREVIOUS_S: "5"}, "below_minimum", "", None),
+    ("over the minimum the SDK recorded, under the table's", "anthropic", "claude-haiku-4-5", 3000, 0,
+     SHAPE | {sc.CACHE_MIN_TOKENS: "2048", sc.CACHE_BREAKPOINTS: "1"}, "cold", "", None),
     ("no breakpoint", "anthropic", "claude-sonnet-4-5", 3000, 0, SHAPE | {sc.CACHE_BREAKPOINTS: "0"},
      "not_requested", "", None),
     ("Anthropic's diagnosis", "anthropic", "claude-sonnet-4-5", 5000, 0,
@@ -104,9 +108,9 @@ def _expected_reasons() -> dict[str, int]:
 def test_each_miss_gets_its_reason(reports: tuple[dict, dict], source: str) -> None:
     report = reports[source == "rollups"]
     assert report["group"] == {"route": "/chat"}
-    assert (report["calls"], report["hits"], report["misses"]) == (15, 1, 14)
+    assert (report["calls"], report["hits"], report["misses"]) == (17, 1, 16)
     assert report["misses_by_reason"] == _expected_reasons() == {
-        "cold": 1, "expired": 1, "prefix_changed": 6, "below_minimum": 2, "not_requested": 1,
+        "cold": 2, "expired": 1, "prefix_changed": 6, "below_minimum": 3, "not_requested": 1,
         "settings_changed": 1, "unknown": 2,
     }  # fmt: skip
     parts = report["changed_parts"]
@@ -124,11 +128,12 @@ def test_hit_rate_ttft_and_input_cost_of_hits_and_misses(reports: tuple[dict, di
     assert report["hit_rate"] == pytest.approx(3000 / sum(inputs))
     assert (report["ttft_hit_ms"], report["ttft_miss_ms"]) == (TTFT_HIT, TTFT_MISS)
     assert report["input_tokens_hit"] == 4000
-    assert report["input_tokens_miss"] == pytest.approx((sum(inputs) - 4000) / 14)
+    misses = len(inputs) - 1
+    assert report["input_tokens_miss"] == pytest.approx((sum(inputs) - 4000) / misses)
     assert report["input_cost_hit"] == pytest.approx(1000 + 3000 * 0.1)  # OpenAI: a read token costs a tenth
     anthropic_misses = [c for c in CALLS if c[1] == "anthropic" and c[4] == 0]  # each wrote 500 at 1.25
     cost = sum(inputs) - 4000 + len(anthropic_misses) * 500 * 0.25
-    assert report["input_cost_miss"] == pytest.approx(cost / 14)
+    assert report["input_cost_miss"] == pytest.approx(cost / misses)
     assert report["cache_write_tokens"] == 500 * len(anthropic_misses)
 
 
@@ -138,10 +143,10 @@ def test_rollups_answer_what_the_spans_do_on_random_calls(embedded_store: Store)
     first_minute = (int(datetime.now(UTC).timestamp()) // 60) - 300
     n, minutes = 600, 7
     keys = [sc.PROMPT_SINCE_PREVIOUS_S, sc.PROMPT_CHANGED_PART, sc.PROMPT_CHANGED_OFFSET, sc.CACHE_TTL_S,
-            sc.CACHE_BREAKPOINTS, sc.CACHE_PROVIDER_REASON, sc.PROMPT_PART_HASHES]  # fmt: skip
+            sc.CACHE_BREAKPOINTS, sc.CACHE_PROVIDER_REASON, sc.PROMPT_PART_HASHES, sc.CACHE_MIN_TOKENS]  # fmt: skip
     values = [["1", "299", "301", "5000"], ["model", "tools", "system", "message 1"], ["0", "9", "40"],
               ["300", "3600"], ["0", "1"], ["system_changed", "input_changed", "unavailable", "verbosity_changed"],
-              ['["x"]']]  # fmt: skip
+              ['["x"]'], ["512", "4096"]]  # fmt: skip
     attributes = [
         [(k, str(rng.choice(v))) for k, v in zip(keys, values, strict=True) if rng.random() < 0.5] for _ in range(n)
     ]

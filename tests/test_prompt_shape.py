@@ -25,6 +25,7 @@ from agentlat._prompt_shape import (
     cache_settings_of_openai,
     common_prefix,
     hashes,
+    min_cacheable_tokens,
     parts_of_anthropic,
     parts_of_gemini,
     parts_of_openai_chat,
@@ -229,3 +230,18 @@ def test_anthropic_and_gemini_record_the_first_difference(exporter: InMemorySpan
         (["system", "message 0"], None, None),  # the first of its provider and route
         (["system", "message 0"], None, None),  # the same prompt again
     ]
+    minimums = [s.attributes.get(sc.CACHE_MIN_TOKENS) for s in model_spans(exporter)]
+    assert minimums == [1024, 1024, 1024, 1024]  # Anthropic's default family, Gemini's non-pro tier
+
+
+def test_the_minimum_cacheable_prompt_is_the_providers_for_the_model() -> None:
+    assert [
+        min_cacheable_tokens(provider, model)
+        for provider, model in (
+            ("anthropic", "claude-opus-4-5"), ("anthropic", "claude-haiku-4-5"), ("anthropic", "claude-sonnet-4-6"),
+            ("anthropic", "claude-3-5-haiku-latest"), ("anthropic", "claude-sonnet-4-5"), ("openai", "gpt-5"),
+            ("gcp.gemini", "gemini-2.5-pro"), ("gcp.gemini", "gemini-2.5-flash"), ("vllm", "llama-3"),
+        )
+    ] == [4096, 4096, 2048, 2048, 1024, 1024, 4096, 1024, None]  # fmt: skip
+    shape = PromptHistory().attributes("vllm", "/r", "llama-3", [PromptPart("system", b"x")])
+    assert sc.CACHE_MIN_TOKENS not in shape  # no minimum agentlat knows of: none recorded, none guessed
