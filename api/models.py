@@ -518,6 +518,58 @@ class MetricPointsResponse(Answer):
     points: list[MetricPoint] = Field(description="oldest first")
 
 
+# --- /compare --------------------------------------------------------------------------
+class SideStats(Answer):
+    count: int
+    mean: float | None
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class Difference(Answer):
+    statistic: str = Field(description="p50, p95, p99 or mean")
+    difference: float | None = Field(description="B minus A, ms; null when a side has no values")
+    low: float | None = Field(description="the 95 % bootstrap interval's low end; null with too few samples")
+    high: float | None
+    status: Literal["slower", "faster", "no_clear_change", "too_few_samples", "no_data"] = Field(
+        description="slower or faster when the interval excludes 0 (B against A)"
+    )
+
+
+class Comparison(Answer):
+    a: SideStats
+    b: SideStats
+    differences: list[Difference]
+
+
+class SideValue(Answer):
+    value: str
+    spans: int
+    first_seen: str = Field(description="ISO-8601, UTC: the value's first span in the window")
+    last_seen: str
+
+
+class SideValuesResponse(Answer):
+    dimension: str
+    window: Window
+    filters: dict[str, str]
+    values: list[SideValue] = Field(description="the first seen first, so the newest release is last")
+
+
+class CompareResponse(Answer):
+    dimension: str = Field(description="release (service.version), model, prompt (agentlat.prompt.version) or time")
+    a: str = Field(description="side A: a release, model or prompt version; for time, before `at`")
+    b: str = Field(description="side B; for time, from `at` on")
+    window: Window
+    filters: dict[str, str]
+    unit: Literal["ms"]
+    min_samples: dict[str, int] = Field(description="per percentile on both sides for an interval; mean: as p50")
+    metrics: dict[str, Comparison] = Field(description="ttft, itl, e2e")
+    split: dict[str, Comparison] = Field(description="model, tool, orchestration: mean ms per analysed trace")
+    tools: dict[str, Comparison] = Field(description="each tool's call duration")
+
+
 # --- /budgets --------------------------------------------------------------------------
 class Verdict(Answer):
     dimension: str = Field(description="route or agent")
@@ -750,6 +802,8 @@ ANSWERS: dict[str, type[Answer]] = {
     "GET /api/v1/dimensions": DimensionsResponse,
     "GET /api/v1/advice": AdviceResponse,
     "GET /api/v1/cache": CacheResponse,
+    "GET /api/v1/compare": CompareResponse,
+    "GET /api/v1/compare/values": SideValuesResponse,
     "GET /api/v1/traces": TracesResponse,
     "GET /api/v1/traces/{trace_id}": TraceResponse,
     "GET /api/v1/metric_points": MetricPointsResponse,

@@ -17,6 +17,7 @@ from agentlat.api.client import DEFAULT_API, ApiClient
 from agentlat.cli.alerts import alerts_app
 from agentlat.cli.budget import budget_app
 from agentlat.cli.common import ApiOpt, console, run_or_exit, setup_logging
+from agentlat.cli.compare import compare
 from agentlat.cli.dashboard import dashboard
 from agentlat.cli.keys import keys_app
 from agentlat.cli.migrate import migrate
@@ -204,6 +205,7 @@ def _print_advice(body: AdviceResponse, as_json: bool) -> None:
 app.command()(dashboard)
 app.command()(migrate)
 app.command()(top)
+app.command()(compare)
 
 
 @app.command()

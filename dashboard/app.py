@@ -17,6 +17,7 @@ PAGES = (
     ("page_overview.py", "Overview", ":material/speed:", "overview"),
     ("page_routes.py", "Routes & models", ":material/table_chart:", "routes"),
     ("page_cache.py", "Prompt cache", ":material/cached:", "cache"),
+    ("page_compare.py", "Compare", ":material/compare_arrows:", "compare"),
     ("page_traces.py", "Trace explorer", ":material/waterfall_chart:", "traces"),
     ("page_budgets.py", "Budgets & alerts", ":material/notifications:", "budgets"),
     ("page_advisor.py", "Advisor", ":material/lightbulb:", "advisor"),

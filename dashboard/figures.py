@@ -594,3 +594,34 @@ def cache_over_time(points: Sequence[CachePoint], step_seconds: int) -> go.Figur
     fig.update_yaxes(range=[0, 1], tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%", showgrid=False,
                      secondary_y=True)  # fmt: skip
     return _layout(fig, 320)
+
+
+# --- compare ---------------------------------------------------------------------------
+VERDICT_COLOURS = {"slower": "#c62828", "faster": "#2e7d32", "no_clear_change": "#757575",
+                   "too_few_samples": "#f9a825", "no_data": "#bdbdbd"}  # fmt: skip
+
+
+def difference_bars(rows: Sequence[Any]) -> go.Figure:
+    """Each figure's difference B - A (``dashboard.comparison.Row``), with its 95 % interval as an error bar where
+    there is one, coloured by what it says: which part moved, and how sure that is."""
+    shown = [r for r in rows if r.difference is not None]
+    fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=[r.figure for r in shown],
+            x=[r.difference for r in shown],
+            error_x={
+                "type": "data", "symmetric": False, "color": "#424242",
+                "array": [None if r.high is None else r.high - r.difference for r in shown],
+                "arrayminus": [None if r.low is None else r.difference - r.low for r in shown],
+            },
+            marker_color=[VERDICT_COLOURS[r.status] for r in shown],
+            customdata=[[r.verdict, r.interval, r.samples] for r in shown],
+            hovertemplate="%{y}: %{x:+,.1f} ms (%{customdata[0]})<br>95 % interval %{customdata[1]}"
+            "<br>samples A / B %{customdata[2]}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.add_vline(x=0, line={"color": "#424242"})
+    fig.update_xaxes(title_text="B - A", ticksuffix=" ms")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, 90 + 26 * len(shown), showlegend=False)

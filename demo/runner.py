@@ -1,4 +1,4 @@
-"""``agentlat demo``: start the fake model server and one workload process per service,
+"""``agentlat demo``: start the fake model server and one workload process per service and release,
 and show progress until the duration is over (or forever, with duration 0)."""
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from pathlib import Path
 import httpx
 
 from agentlat.demo.fake_llm import FakeLLM, Scenario
-from agentlat.demo.workload import SERVICES, run_service
+from agentlat.demo.workload import RELEASES, run_service
 from agentlat.shared.processes import child_env, exit_with_parent
 from agentlat.shared.processes import stop as stop_process
 
 
-def _service_process(service: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
-                     counter: mp.Value, parent: int) -> None:  # fmt: skip
+def _service_process(service: str, release: str, endpoint: str, fake_url: str, rate: float, duration: float,
+                     seed: int, counter: mp.Value, parent: int) -> None:  # fmt: skip
     exit_with_parent(parent)
 
     def progress() -> None:
         with counter.get_lock():
             counter.value += 1
 
-    run_service(service, endpoint, fake_url, rate, duration, seed, progress)
+    run_service(service, release, endpoint, fake_url, rate, duration, seed, progress)
 
 
 def run_demo(
@@ -42,18 +42,25 @@ def run_demo(
     """Run the workload; ``rate`` is agent runs per second over all services. Returns runs done."""
     context = mp.get_context("spawn")
     counter = context.Value("i", 0)
-    per_service = rate / len(SERVICES)
+    per_service = rate / len(RELEASES)  # a service's releases share its traffic
+    # each service's draws as before there were releases (seed + its index), another release's apart from them
+    deployments = [
+        (service, release, seed + i + 1000 * j)
+        for i, (service, releases) in enumerate(RELEASES.items())
+        for j, release in enumerate(releases)
+    ]
     total = rate * duration if duration else None
     with FakeLLM(Scenario(itl_jitter_ms=2.0, seed=seed)) as fake:
         workers = [
             context.Process(
                 target=_service_process,
-                args=(service, endpoint, fake.url, per_service, duration, seed + i, counter, os.getpid()),
-                name=f"agentlat-demo-{service}",
+                args=(service, release, endpoint, fake.url, per_service / len(RELEASES[service]), duration, draws,
+                      counter, os.getpid()),
+                name=f"agentlat-demo-{service}-{release}",
                 daemon=True,
             )
-            for i, service in enumerate(SERVICES)
-        ]
+            for service, release, draws in deployments
+        ]  # fmt: skip
         for worker in workers:
             worker.start()
         try:

@@ -66,8 +66,18 @@ SERVICES = {
     "code-assistant": ("code", "chat", "tools", "planner"),
     "research-agent": ("rag", "vision", "tools", "code", "planner"),
 }
+# The releases each service runs side by side (a canary), sharing its traffic. support-bot's newer release
+# regressed /tools: fetch_page gained a parameter that makes it fetch the whole page, and the planning prompt
+# grew, so its first token comes later; `agentlat compare --release 1.4.1 1.4.2 --route /tools` shows both.
+RELEASES = {"support-bot": ("1.4.1", "1.4.2"), "code-assistant": ("1.4.2",), "research-agent": ("1.4.2",)}
+REGRESSED = ("support-bot", "1.4.2")
+FETCH_PAGE_S = {False: 0.35, True: 0.8}  # fetch_page's median, before and in the regressed release
+LONGER_PROMPT_TTFT_MS = 150  # what the regressed release's longer planning prompt adds to its TTFT
 STABLE_SYSTEM_PROMPT = "You are a careful assistant. Answer with sources. " * 40
 SYSTEM_TOKENS = 3072  # the system prompt and tool definitions, as the fake server counts them
+# The regressed release's planning prompt: the stable one and a new instruction, 1,200 tokens longer.
+LONGER_SYSTEM_PROMPT = STABLE_SYSTEM_PROMPT + "Cite the page and paragraph of every source you use. " * 20
+LONGER_SYSTEM_TOKENS = SYSTEM_TOKENS + 1200
 HANDBOOK_TOKENS = 20_000  # the RAG agent's stable long context
 REPOSITORY_MAP, HANDBOOK, VISION_INSTRUCTIONS = "repository map", "handbook", "describe instructions"  # stand-ins
 ESCALATION_SYSTEM_PROMPT = "You are the expert reviewer. Reason step by step, then answer. " * 40
@@ -138,11 +148,12 @@ class PromptCache:
 class Agents:
     """The six agent types, each one run of an agent as a method."""
 
-    def __init__(self, fake_url: str, rng: random.Random) -> None:
+    def __init__(self, fake_url: str, rng: random.Random, regressed: bool = False) -> None:
         import anthropic
         import openai
 
         self._rng = rng
+        self.regressed = regressed  # the release that made /tools slower (REGRESSED)
         self._run = threading.local()
         warm = (f"|{STABLE_SYSTEM_PROMPT}", f"{','.join(TOOLS)}|{STABLE_SYSTEM_PROMPT}", ESCALATION_SYSTEM_PROMPT)
         self.cache = PromptCache(warm=(*warm, REPOSITORY_MAP, HANDBOOK, VISION_INSTRUCTIONS))
@@ -170,12 +181,13 @@ class Agents:
         time.sleep(lognormal(self.rng, median_s, spread))
 
     def _chat(
-        self, model: str, fake: Fake, *, tools: tuple[str, ...] = (), system: str = STABLE_SYSTEM_PROMPT
-    ) -> object:
+        self, model: str, fake: Fake, *, tools: tuple[str, ...] = (), system: str = STABLE_SYSTEM_PROMPT,
+        system_tokens: int = SYSTEM_TOKENS,
+    ) -> object:  # fmt: skip
         """A streamed Chat Completions call; its tools (in this order) and ``system`` are looked up in the prompt
-        cache (``SYSTEM_TOKENS``)."""
+        cache (``system_tokens`` long)."""
         prefix = f"{','.join(tools)}|{system}"
-        fake = self.cache.apply(replace(fake, input_tokens=SYSTEM_TOKENS + fake.input_tokens), prefix, SYSTEM_TOKENS)
+        fake = self.cache.apply(replace(fake, input_tokens=system_tokens + fake.input_tokens), prefix, system_tokens)
         kwargs = {}
         if tools:
             kwargs["tools"] = [
@@ -246,9 +258,13 @@ class Agents:
         with agentlat.agent("researcher", route="/tools"):
             self._step(0.05)  # build the prompt: conversation history, tool schemas
             self._classify_intent()
-            plan = Fake(lognormal(self.rng, 350), 15, 6, 200, tool_calls=("search", "fetch_page"))
+            ttft = lognormal(self.rng, 350) + (LONGER_PROMPT_TTFT_MS if self.regressed else 0)
+            plan = Fake(ttft, 15, 6, 200, tool_calls=("search", "fetch_page"))
             tools = TOOLS if self.rng.random() < 0.95 else tuple(self.rng.sample(TOOLS, len(TOOLS)))  # a set, unordered
-            self._chat("gpt-4o", plan, tools=tools)
+            if self.regressed:
+                self._chat("gpt-4o", plan, tools=tools, system=LONGER_SYSTEM_PROMPT, system_tokens=LONGER_SYSTEM_TOKENS)
+            else:
+                self._chat("gpt-4o", plan, tools=tools)
             self._step(0.06)  # parse and validate the tool calls' JSON arguments
             if self.rng.random() < 0.7:
                 self._serial_tools()
@@ -274,7 +290,8 @@ class Agents:
     def _serial_tools(self) -> None:
         self._tool("search", "c1", lognormal(self.rng, 0.25))
         self._step(0.04)  # post-process the search hits
-        self._tool("fetch_page", "c2", lognormal(self.rng, 0.35))  # independent of search: could run in parallel
+        # independent of search: could run in parallel
+        self._tool("fetch_page", "c2", lognormal(self.rng, FETCH_PAGE_S[self.regressed]))
         if self.rng.random() < 0.5:
             self._tool("summarise", "c3", lognormal(self.rng, 0.1), depends_on=["c2"])
 
@@ -283,7 +300,8 @@ class Agents:
             async with agentlat.tool(name, call_id=call_id):
                 await asyncio.sleep(seconds)
 
-        await asyncio.gather(tool("search", "c1", lognormal(self.rng, 0.25)), tool("fetch_page", "c2", 0.3))
+        fetch_s = lognormal(self.rng, FETCH_PAGE_S[self.regressed])
+        await asyncio.gather(tool("search", "c1", lognormal(self.rng, 0.25)), tool("fetch_page", "c2", fetch_s))
 
     def planner(self) -> None:
         """Two streamed tool calls, started as their arguments complete (``/tools-eager``) or after the
@@ -397,15 +415,15 @@ def _has_content(sse_line: str) -> bool:
 
 
 def run_service(
-    service: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
+    service: str, release: str, endpoint: str, fake_url: str, rate: float, duration: float, seed: int,
     progress: Callable[[], None] = lambda: None,
 ) -> int:  # fmt: skip
-    """Run agents of ``service`` at ``rate`` runs/s for ``duration`` s (0: until stopped)."""
+    """Run agents of ``service`` at ``release`` at ``rate`` runs/s for ``duration`` s (0: until stopped)."""
     lifetimes = {"openai": CACHE_TTL_S, "anthropic": CACHE_TTL_S}  # the demo provider's, not the real ones'
     options = agentlat.Options(prompt_cache_ttl_s=lifetimes)
-    agentlat.init(service=service, endpoint=endpoint, version="1.4.2", environment="demo", options=options)
+    agentlat.init(service=service, endpoint=endpoint, version=release, environment="demo", options=options)
     rng = random.Random(seed)
-    agents = Agents(fake_url, rng)
+    agents = Agents(fake_url, rng, regressed=(service, release) == REGRESSED)
     kinds = SERVICES[service]
     done = 0
     lock = threading.Lock()

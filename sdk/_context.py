@@ -1,4 +1,4 @@
-"""Context that follows the agent's work: the route onto every span, a mark on spans that
+"""Context that follows the agent's work: the route and prompt version onto every span, a mark on spans that
 are another instrumentation's view of an agentlat model call, and the current span into
 thread pools (asyncio tasks already copy context; threads do not)."""
 
@@ -16,6 +16,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from agentlat import semconv as sc
 
 ROUTE_KEY = otel_context.create_key("agentlat.route")
+PROMPT_VERSION_KEY = otel_context.create_key("agentlat.prompt.version")
+# What an agent run carries onto every span started inside it: attribute -> its context key.
+CARRIED = {sc.ROUTE: ROUTE_KEY, sc.PROMPT_VERSION: PROMPT_VERSION_KEY}
 
 
 AGENTLAT_SCOPE = "agentlat"
@@ -24,17 +27,18 @@ AGENTLAT_SCOPE = "agentlat"
 class ContextProcessor(SpanProcessor):
     """On every span started in this process:
 
-    - copies the route of the enclosing agent run onto it (spans of other instrumentations
-      too), so any span can be grouped by route;
+    - copies the route and prompt version of the enclosing agent run onto it (spans of other
+      instrumentations too), so any span can be grouped by them;
     - marks a span of another instrumentation that starts directly inside an agentlat model
       call (anthropic's built-in span, OpenLLMetry's) as that same call seen again, so the
       collector does not count it as a second model call.
     """
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
-        route = otel_context.get_value(ROUTE_KEY, parent_context)
-        if route and not (span.attributes or {}).get(sc.ROUTE):
-            span.set_attribute(sc.ROUTE, route)
+        for attribute, key in CARRIED.items():
+            value = otel_context.get_value(key, parent_context)
+            if value and not (span.attributes or {}).get(attribute):
+                span.set_attribute(attribute, value)
         if _is_foreign(span) and _is_agentlat_model_call(trace.get_current_span(parent_context)):
             span.set_attribute(sc.INNER_OF_MODEL_CALL, True)
 

@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentlat import semconv as sc
-from agentlat._context import AGENTLAT_SCOPE, ROUTE_KEY
+from agentlat._context import AGENTLAT_SCOPE, CARRIED
 from agentlat._safety import guarded
 from agentlat._version import __version__
 
@@ -97,9 +97,9 @@ class SpanScope:
             self._name, kind=self.kind, attributes=self._attributes, start_time=self._start_time_ns()
         )
         ctx = trace.set_span_in_context(self._span)
-        route = self._attributes.get(sc.ROUTE)
-        if route:
-            ctx = otel_context.set_value(ROUTE_KEY, route, ctx)
+        for attribute, key in CARRIED.items():
+            if value := self._attributes.get(attribute):
+                ctx = otel_context.set_value(key, value, ctx)
         self._token = otel_context.attach(ctx)
 
     @guarded
@@ -149,6 +149,7 @@ class AgentRun(SpanScope):
         name: str,
         *,
         route: str | None = None,
+        prompt_version: str | None = None,
         conversation_id: str | None = None,
         agent_id: str | None = None,
         attributes: dict[str, Any] | None = None,
@@ -161,6 +162,7 @@ class AgentRun(SpanScope):
                 sc.GEN_AI_AGENT_ID: agent_id,
                 sc.GEN_AI_CONVERSATION_ID: conversation_id,
                 sc.ROUTE: route,
+                sc.PROMPT_VERSION: prompt_version,
                 **(attributes or {}),
             },
         )

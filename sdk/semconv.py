@@ -95,6 +95,9 @@ TOOL_ARGS_READY_TIME = "agentlat.tool.args_ready_time"  # unix ns: call JSON com
 TOOL_CALL_EVENT = "agentlat.tool_call"
 TOOL_CALL_NAMED_AT = "agentlat.tool_call.named_at"  # seconds from the call's start to the tool's name in the stream
 TOOL_CALL_READY_AT = "agentlat.tool_call.ready_at"  # seconds from the call's start to its arguments complete
+# The prompt's version: ``agentlat.agent(..., prompt_version="v4")`` puts it on every span of the run; a model call
+# the auto-instrumentation sees without one gets its PROMPT_PREFIX_HASH (the same tools and system prompt, the same
+# version). A dimension of GET /api/v1/compare.
 PROMPT_VERSION = "agentlat.prompt.version"
 # sha256 (first 16 hex) of the prompt's stable prefix (system prompt + tool definitions):
 # equal hashes that miss the provider's prefix cache point at dynamic content placed before it.

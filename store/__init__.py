@@ -30,6 +30,8 @@ from agentlat.store.backends import (
     to_arrow_stream,
 )
 from agentlat.store.cluster_ddl import CLUSTER_SETTINGS, cluster_statements
+from agentlat.store.compare import DIMENSIONS as COMPARE_DIMENSIONS
+from agentlat.store.compare import Sides
 from agentlat.store.keys import ApiKeyRecord, KeyAdmin
 from agentlat.store.maintenance import RollupMaintenance
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS, with_ttl
@@ -59,6 +61,7 @@ from agentlat.store.writes import Writes
 
 __all__ = [
     "CLUSTER_SETTINGS",
+    "COMPARE_DIMENSIONS",
     "DEFAULT_TTL_DAYS",
     "DERIVED_DEFAULTS",
     "DERIVED_NAMES",
@@ -84,6 +87,7 @@ __all__ = [
     "HeatmapColumn",
     "ParsedRequests",
     "PercentileRow",
+    "Sides",
     "SpanFilter",
     "Store",
     "StoreError",

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from agentlat.store import advice, cache_report, queries
+from agentlat.store import advice, cache_report, compare, queries
 from agentlat.store.backends import Backend, Params
 from agentlat.store.queries import SpanFilter
 
@@ -170,3 +170,32 @@ class AggregateReads:
         """The hit rate and misses by reason per interval of ``step_seconds`` (and group), from the rollups."""
         rows = self._rows(*cache_report.hit_rate_series_sql(group_by, where, step_seconds))
         return cache_report.series_from_rows(rows, group_by)
+
+    def side_values(self, dimension: str, where: SpanFilter) -> list[dict[str, Any]]:
+        """The releases, models or prompt versions seen in the window, the first seen first (store/compare.py)."""
+        return self._rows(*compare.side_values_sql(dimension, where))
+
+    def compare(self, sides: compare.Sides, where: SpanFilter) -> dict[str, Any]:
+        """Two sides of one dimension (store/compare.py): TTFT, ITL and E2E at p50/p95/p99, the split's parts and
+        each tool's duration, each side's figures and the difference B - A with its bootstrap interval."""
+        values: dict[tuple[str, str], list[float]] = {}
+        for row in self._rows(*compare.metric_values_sql(sides, where)):
+            values[(row["metric"], row["side"])] = row["values"]
+        split = {row["side"]: row for row in self._rows(*compare.split_values_sql(sides, where))}
+        tools: dict[str, dict[str, list[float]]] = {}
+        for row in self._rows(*compare.tool_values_sql(sides, where)):
+            tools.setdefault(row["tool"], {})[row["side"]] = row["values"]
+        return {
+            "metrics": {
+                m: compare.percentile_comparison(values.get((m, "a"), []), values.get((m, "b"), []))
+                for m in compare.COMPARED
+            },
+            "split": {
+                part: compare.mean_comparison(split.get("a", {}).get(part, []), split.get("b", {}).get(part, []))
+                for part in compare.SPLIT_PARTS
+            },
+            "tools": {
+                tool: compare.percentile_comparison(by_side.get("a", []), by_side.get("b", []))
+                for tool, by_side in sorted(tools.items())
+            },
+        }

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from agentlat.dashboard import fmt
+from agentlat.dashboard import figures, fmt
 from agentlat.dashboard.page_advisor import NO_FINDINGS
 from agentlat.dashboard.page_budgets import NO_ALERTS
 from tests.dashboard_data import (
@@ -389,6 +389,29 @@ def test_advisor_ranks_findings_with_evidence(page: OpenPage, known: ServerProce
     assert ranking["data"][0]["x"] == pytest.approx([4.0, findings[1]["total_saving_s"]])
     assert parallel["data"][0]["y"] == [200.0]
     assert cache["data"][0]["y"] == pytest.approx([145.0, 150.0])  # TTFT with a cache hit, on a miss
+
+
+def test_compare_two_models_says_each_difference_and_how_sure_it_is(page: OpenPage) -> None:
+    """m1 serves /checkout (TTFT 100 + 5 i, E2E 1000 + 10 i, 20 traces), m2 /search (TTFT 50, E2E 500, 10 traces):
+    B - A is exact, and with 20 and 10 samples no interval can be drawn."""
+    at = page("page_compare.py", dimension="model", a="m1", b="m2")
+    frame = at.dataframe[0].value
+    found = {row["figure"]: row for row in frame.to_dict("records")}
+    assert [found["TTFT p50"][k] for k in ("A", "B", "B - A", "95 % interval", "samples A / B", "verdict")] == [
+        "148 ms", "50.0 ms", "-97.5 ms", "—", "20 / 10", "too few samples",  # 147.5
+    ]  # fmt: skip
+    assert [found["E2E p50"][k] for k in ("A", "B", "B - A")] == ["1,095 ms", "500 ms", "-595 ms"]
+    assert found["ITL p50"]["B - A"] == "-14.5 ms"  # 19.5 against 5
+    assert "No difference the data is sure of" in markdown(at)[0]
+    [chart] = charts(at)
+    bars = chart["data"][0]
+    assert dict(zip(bars["y"], bars["x"], strict=True))["E2E p50"] == pytest.approx(-595.0)
+    assert set(bars["marker"]["color"]) == {figures.VERDICT_COLOURS["too_few_samples"]}
+
+
+def test_compare_needs_two_values(page: OpenPage) -> None:
+    at = page("page_compare.py", dimension="release")  # the known spans carry no service.version
+    assert "Fewer than two releases" in at.info[0].value and not at.dataframe
 
 
 # --- no data, no budgets, no server ---------------------------------------------------

@@ -4,6 +4,7 @@ numbers and no error; a screenshot of each lands in ``test-artifacts/dashboard/`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ from agentlat.shared.processes import stop
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.dashboard_data import start_known_server
 from tests.servers import AGENTLAT, ServerProcess, answers, free_port, processes_with_env, wait_for
+from tests.test_compare_api import two_releases
 
 pytestmark = pytest.mark.slow
 
@@ -46,13 +48,13 @@ def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from start_known_server(tmp_path_factory.mktemp("browser"))
 
 
-@pytest.fixture(scope="module")
-def dashboard(known: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``agentlat dashboard --api <server> --port <free>``: its URL once Streamlit answers."""
-    port, log_path = free_port(), tmp_path_factory.mktemp("dashboard") / "dashboard.log"
+@contextlib.contextmanager
+def dashboard_on(api: str, workdir: Path) -> Iterator[str]:
+    """``agentlat dashboard --api <api> --port <free>``: its URL once Streamlit answers."""
+    port, log_path = free_port(), workdir / "dashboard.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [AGENTLAT, "dashboard", "--api", known.url, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
+            [AGENTLAT, "dashboard", "--api", api, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}"
 
@@ -66,6 +68,12 @@ def dashboard(known: ServerProcess, tmp_path_factory: pytest.TempPathFactory) ->
     finally:
         process.terminate()
         process.wait(20)
+
+
+@pytest.fixture(scope="module")
+def dashboard(known: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with dashboard_on(known.url, tmp_path_factory.mktemp("dashboard")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +238,23 @@ def test_prompt_cache(page: Page, dashboard: str) -> None:
     chart = page.locator(".js-plotly-plot").first
     for label in ("prefix changed", "expired", "cold (first call)", "hit rate"):
         expect(chart.get_by_text(label, exact=True).first).to_be_visible()  # the legend
+
+
+def test_compare(page: Page, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Two releases of known timings (tests/test_compare_api.py): 2.0's TTFT 50 ms and its search tool 300 ms
+    slower, its E2E 300 ms slower."""
+    with two_releases(tmp_path_factory.mktemp("compare")) as server, dashboard_on(
+        server.url, tmp_path_factory.mktemp("compare-dashboard")
+    ) as url:  # fmt: skip
+        visit(
+            page,
+            f"{url}/compare?window=1h&route=%2Fchat&dimension=release&a=1.0&b=2.0",
+            "compare",
+            texts=["Compare"],
+            cells=["TTFT p50", "+50.0 ms", "slower", "tool search p50", "+300 ms", "too few samples", "40 / 40"],
+            charts=1,
+        )
+        expect(page.get_by_text("is +300 ms in B (2.0) against A (1.0): slower", exact=False).first).to_be_visible()
 
 
 def selected_rows(page: Page) -> list[str]:

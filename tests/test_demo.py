@@ -7,6 +7,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
+from agentlat.demo.workload import RELEASES
 from tests.servers import AGENTLAT, ServerProcess, free_port, processes_with_env, spawned_workers, wait_for
 from tests.test_trace_analysis_e2e import FAST as FAST_ANALYSIS
 
@@ -60,6 +61,7 @@ def test_demo_sends_every_agent_type(tmp_path: Path) -> None:
         assert slowest_eager < statistics.median(min(a["dispatch_delays_ms"]) for a in waiting)
         assert any(a["dispatch_saving_ms"] > 0 and a["dispatch_groups"][0]["on_critical_path"] for a in waiting)
         assert_the_demo_makes_the_case(server)
+        assert_the_new_release_is_found_slower(server)
     finally:
         server.stop()
 
@@ -125,8 +127,23 @@ def test_demo_workers_exit_when_the_demo_is_killed_outright(tmp_path: Path) -> N
     with open(tmp_path / "demo.log", "wb") as log:
         demo = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, marker: "1"})
     try:
-        wait_for(lambda: len(spawned_workers(marker)) == 3, timeout=120, interval=0.5)
+        deployments = sum(len(releases) for releases in RELEASES.values())  # a worker per service and release
+        wait_for(lambda: len(spawned_workers(marker)) == deployments, timeout=120, interval=0.5)
     finally:
         demo.kill()
         demo.wait(10)
     wait_for(lambda: not processes_with_env(marker), timeout=20, interval=0.5)
+
+
+def assert_the_new_release_is_found_slower(server: ServerProcess) -> None:
+    """support-bot runs 1.4.1 and 1.4.2 side by side; 1.4.2's fetch_page takes 0.8 s where 1.4.1's takes 0.35 s
+    (medians), and its planning prompt is longer, so another prompt version."""
+    body = server.get("/api/v1/compare", dimension="release", a="1.4.1", b="1.4.2", service="support-bot",
+                      route="/tools", window="1h").json()  # fmt: skip
+    fetch = body["tools"]["fetch_page"]
+    assert fetch["a"]["count"] > 0 and fetch["b"]["count"] > 0, fetch
+    [p50] = [d for d in fetch["differences"] if d["statistic"] == "p50"]
+    assert p50["difference"] > 250 and p50["status"] in ("slower", "too_few_samples"), p50
+    assert body["metrics"]["e2e"]["a"]["count"] > 0 and body["metrics"]["e2e"]["b"]["count"] > 0, body["metrics"]
+    search = body["tools"]["search"]["differences"][0]  # the same in both releases
+    assert abs(search["difference"]) < 150, search

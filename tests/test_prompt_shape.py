@@ -245,3 +245,30 @@ def test_the_minimum_cacheable_prompt_is_the_providers_for_the_model() -> None:
     ] == [4096, 4096, 2048, 2048, 1024, 1024, 4096, 1024, None]  # fmt: skip
     shape = PromptHistory().attributes("vllm", "/r", "llama-3", [PromptPart("system", b"x")])
     assert sc.CACHE_MIN_TOKENS not in shape  # no minimum agentlat knows of: none recorded, none guessed
+
+
+def test_a_prompt_version_is_the_runs_or_else_the_stable_parts_hash(
+    exporter: InMemorySpanExporter, llm: FakeLLM
+) -> None:
+    client = openai.OpenAI(base_url=f"{llm.url}/v1", api_key="fake", max_retries=0)
+    cleared(exporter)
+    asked = {
+        "model": "gpt-fake-1",
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "?"}],
+    }
+    with agentlat.agent("weather", route="/versions", prompt_version="v4"):
+        client.chat.completions.create(**asked)
+        with agentlat.tool("lookup"):
+            pass
+    with agentlat.agent("weather", route="/versions"):
+        client.chat.completions.create(**asked)
+        client.chat.completions.create(**{**asked, "tools": [TOOL]})
+    agentlat.flush()
+    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    seen = [(s.name, s.attributes.get(sc.PROMPT_VERSION), s.attributes.get(sc.PROMPT_PREFIX_HASH)) for s in spans]
+    (_, _, same), (_, _, with_tools) = (row for row in seen[3:] if row[0].startswith("chat"))
+    assert same and with_tools and same != with_tools  # the tools are part of the stable prefix
+    assert [(name, version) for name, version, _ in seen] == [
+        ("invoke_agent weather", "v4"), ("chat gpt-fake-1", "v4"), ("execute_tool lookup", "v4"),
+        ("invoke_agent weather", None), ("chat gpt-fake-1", same), ("chat gpt-fake-1", with_tools),
+    ]  # fmt: skip

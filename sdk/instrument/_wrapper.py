@@ -30,7 +30,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import inject
 
 from agentlat import semconv as sc
-from agentlat._context import ROUTE_KEY
+from agentlat._context import PROMPT_VERSION_KEY, ROUTE_KEY
 from agentlat._model_call import ModelCall
 from agentlat._prompt_shape import PromptHistory, PromptPart
 from agentlat._safety import guarded, report
@@ -372,11 +372,14 @@ def _begin(
 @guarded
 def _record_prompt(call: ModelCall, endpoint: Endpoint, params: dict, provider: str, model: str) -> None:
     """The prompt's shape on the span, where it first differs from the previous request of its provider and route
-    (never its text), and what it asks of the provider's cache."""
+    (never its text), what it asks of the provider's cache, and its version: the agent run's, else the hash of
+    its stable part (tools and system prompt), which changes exactly when they do."""
     if endpoint.prompt_parts is None:
         return
     route = str(otel_context.get_value(ROUTE_KEY) or "")
     shape = PROMPTS.attributes(provider, route, model, endpoint.prompt_parts(params))
+    if not otel_context.get_value(PROMPT_VERSION_KEY) and sc.PROMPT_PREFIX_HASH in shape:
+        shape[sc.PROMPT_VERSION] = shape[sc.PROMPT_PREFIX_HASH]  # no version named: the stable part's hash is one
     if endpoint.cache_settings is not None:
         shape.update(endpoint.cache_settings(params))
     for key, value in shape.items():

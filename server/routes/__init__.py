@@ -11,6 +11,7 @@ from agentlat.server.routes import (
     breakdown,
     budgets,
     cache,
+    compare,
     dimensions,
     groups,
     health,
@@ -26,7 +27,7 @@ ROUTERS = tuple(
     module.router
     for module in (
         ingest, health,
-        percentiles, breakdown, groups, timeseries, dimensions, advice, cache, traces, metric_points,
+        percentiles, breakdown, groups, timeseries, dimensions, advice, cache, compare, traces, metric_points,
         budgets, alerts, keys,
     )
 )  # fmt: skip

@@ -1,0 +1,83 @@
+"""``GET /api/v1/compare``: two sides of one dimension on the same spans (release A vs B, model X vs Y, prompt
+version 3 vs 4, before vs after an instant): TTFT, ITL and E2E at p50/p95/p99, the split's parts and each tool,
+with the difference and its bootstrap interval (store/compare.py)."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from starlette.concurrency import run_in_threadpool
+
+from agentlat.api.models import CompareResponse, SideValuesResponse
+from agentlat.api.windows import iso, parse_instant
+from agentlat.server.routes.deps import QUERY_ERRORS, Filter, StoreDep, window_of
+from agentlat.shared.measures import DEFAULT_MIN_SAMPLES
+from agentlat.store import COMPARE_DIMENSIONS, Sides
+
+router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
+
+MAX_WINDOW_NS = 7 * 86_400 * 10**9  # read exact from the spans: a week at most
+
+
+@router.get(
+    "/compare",
+    summary="two releases, models, prompt versions, or before and after an instant, compared with intervals",
+    response_model=CompareResponse,
+)
+async def compare(
+    store: StoreDep,
+    where: Filter,
+    dimension: Annotated[str, Query(description=f"one of {list(COMPARE_DIMENSIONS)}")],
+    a: Annotated[str, Query(description="side A's value (not for dimension=time)")] = "",
+    b: Annotated[str, Query(description="side B's value (not for dimension=time)")] = "",
+    at: Annotated[str, Query(description="dimension=time: the instant between the sides, inside the window")] = "",
+) -> dict[str, Any]:
+    sides = _sides(dimension, a, b, at, where.start_ns, where.end_ns)
+    if where.end_ns - where.start_ns > MAX_WINDOW_NS:
+        raise HTTPException(400, "compare reads the spans exactly: choose a window of at most 7d")
+    found = await run_in_threadpool(store.compare, sides, where)
+    return {
+        "dimension": dimension,
+        "a": a if dimension != "time" else f"before {iso(sides.at_ns)}",
+        "b": b if dimension != "time" else f"from {iso(sides.at_ns)}",
+        "window": window_of(where),
+        "filters": where.equals,
+        "unit": "ms",
+        "min_samples": {**DEFAULT_MIN_SAMPLES, "mean": DEFAULT_MIN_SAMPLES["p50"]},
+        **found,
+    }
+
+
+@router.get(
+    "/compare/values",
+    summary="the releases, models or prompt versions seen in the window, with when each was first seen",
+    response_model=SideValuesResponse,
+)
+async def side_values(
+    store: StoreDep,
+    where: Filter,
+    dimension: Annotated[str, Query(description=f"one of {[d for d in COMPARE_DIMENSIONS if d != 'time']}")],
+) -> dict[str, Any]:
+    if dimension not in COMPARE_DIMENSIONS or dimension == "time":
+        choices = [d for d in COMPARE_DIMENSIONS if d != "time"]
+        raise HTTPException(400, f"dimension={dimension!r}: choose from {choices}")
+    rows = await run_in_threadpool(store.side_values, dimension, where)
+    values = [
+        {"value": r["value"], "spans": r["spans"], "first_seen": iso(r["first_ns"]), "last_seen": iso(r["last_ns"])}
+        for r in rows
+    ]
+    return {"dimension": dimension, "window": window_of(where), "filters": where.equals, "values": values}
+
+
+def _sides(dimension: str, a: str, b: str, at: str, start_ns: int, end_ns: int) -> Sides:
+    if dimension not in COMPARE_DIMENSIONS:
+        raise HTTPException(400, f"dimension={dimension!r}: choose from {list(COMPARE_DIMENSIONS)}")
+    if dimension == "time":
+        if not at or a or b:
+            raise HTTPException(400, "dimension=time compares before and after `at`: give at=, not a= or b=")
+        at_ns = parse_instant(at, "at")
+        if not start_ns < at_ns < end_ns:
+            raise HTTPException(400, f"at={at}: must fall inside the window ({iso(start_ns)} to {iso(end_ns)})")
+        return Sides(dimension, at_ns=at_ns)
+    if not a or not b or a == b:
+        raise HTTPException(400, f"dimension={dimension} compares two values: give a= and b=, different")
+    return Sides(dimension, a, b)
