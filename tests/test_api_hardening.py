@@ -83,6 +83,8 @@ RANGE_ROUTES = [
     "dimensions",
     "cache",
     "advice",
+    "compare",
+    "compare/values",
     "traces",
     "metric_points",
 ]
