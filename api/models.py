@@ -121,6 +121,22 @@ class PercentilesResponse(Answer):
     rows: list[PercentileRow] = Field(description="metric by metric as asked, the most counted groups first")
 
 
+class SampleRow(Answer):
+    group: dict[str, str] = Field(description="the group's value of each group_by dimension")
+    count: int = Field(description="every value of the group in the window")
+    values: list[float] = Field(description="sorted, ms: all of them, or a fixed random `cap` beyond that many")
+
+
+class SamplesResponse(Answer):
+    metric: str
+    unit: Literal["ms"]
+    window: Window
+    filters: dict[str, str]
+    group_by: list[str]
+    cap: int = Field(description="the most values a group's sample holds")
+    rows: list[SampleRow] = Field(description="the most counted groups first")
+
+
 class Share(Answer):
     """Each part's share of the mean E2E (the parts' means add up to it)."""
 
@@ -802,6 +818,7 @@ ANSWERS: dict[str, type[Answer]] = {
     "GET /api/v1/dimensions": DimensionsResponse,
     "GET /api/v1/advice": AdviceResponse,
     "GET /api/v1/cache": CacheResponse,
+    "GET /api/v1/samples": SamplesResponse,
     "GET /api/v1/compare": CompareResponse,
     "GET /api/v1/compare/values": SideValuesResponse,
     "GET /api/v1/traces": TracesResponse,

@@ -19,6 +19,13 @@ prompt-cache hit rate over all runs (their cache-read tokens / their input token
 Spans go to an in-memory exporter on a processor of the SDK's TracerProvider that records only
 while measuring; ``agentlat.init`` may or may not have been called.
 PyYAML is imported only when a budgets file is named.
+
+Between a branch and main: ``pytest --agentlat-results=main.json`` on main saves every measured test's
+samples; ``pytest --agentlat-baseline=main.json`` on the branch fails a test whose latency is surely slower
+than main's by more than ``--agentlat-margin`` (10 % by default), at p50 of each latency it measured and at
+each budgeted percentile (``budgets/baseline.py``: the difference's 95 % bootstrap interval wholly above the
+margin; p50 needs 30 runs a side, p95 200, p99 1,000). ``--agentlat-summary=summary.md`` writes the budgets'
+and the baseline's verdicts as Markdown, for a pull request's comment or a CI job summary.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from opentelemetry.trace import SpanKind
 
 from agentlat import semconv as sc
 from agentlat.errors import ConfigError
-from agentlat.shared.measures import LATENCIES, misses, ms, percent
+from agentlat.shared.measures import DEFAULT_MIN_SAMPLES, LATENCIES, misses, ms, percent
 from agentlat.stream_stats import percentile
 
 MARKER = "latency_budget"
@@ -65,9 +72,35 @@ _NO_SAMPLES = {
     "cache_read_tokens=...), or an instrumented client whose provider reports them)",
 }
 RESULTS = pytest.StashKey[list["Measurement"]]()
+AGAINST = pytest.StashKey["Against"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentlat", "agentlat latency budgets")
+    group.addoption(
+        "--agentlat-results",
+        metavar="PATH",
+        help="write each measured test's samples here (JSON): a later run's --agentlat-baseline",
+    )
+    group.addoption(
+        "--agentlat-baseline",
+        metavar="PATH",
+        help="a results file of an earlier run (main's): fail a test whose latency is surely slower "
+        "than there by more than --agentlat-margin",
+    )
+    group.addoption(
+        "--agentlat-margin",
+        metavar="MARGIN",
+        default="10%",
+        help="how much slower than the baseline is allowed: 10%% (of its value, the default) or 50ms",
+    )
+    group.addoption("--agentlat-summary", metavar="PATH",
+                    help="write the budgets' and the baseline's verdicts as Markdown, for a pull request")  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("agentlat_baseline", None):
+        config.stash[AGAINST] = Against.load(Path(config.getoption("agentlat_baseline")), config)
     config.addinivalue_line(
         "markers",
         f"{MARKER}(runs=20, warmup=0, budgets=None, route=None, agent=None, **budgets): latency budgets "
@@ -151,6 +184,38 @@ def _file_budgets(kwargs: Mapping[str, Any], rootpath: Path) -> list[Budget]:
     budgets = load_budgets(rootpath / Path(path))
     dimension, name = ("agent", agent) if agent is not None else ("route", route or "")
     return [Budget(t.metric, t.percentile, t.limit) for t in budgets.thresholds_for(dimension, name)]
+
+
+@dataclass(frozen=True, slots=True)
+class Against:
+    """The baseline a run's tests are compared with: a results file's samples, by test, and the margin."""
+
+    path: Path
+    samples: Mapping[str, Mapping[str, Sequence[float]]]
+    margin: Any  # budgets.baseline.Margin, imported with numpy only when a baseline is asked for
+
+    @classmethod
+    def load(cls, path: Path, config: pytest.Config) -> Against:
+        try:
+            from agentlat.budgets import baseline
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"--agentlat-baseline needs numpy ({exc}); pip install 'agentlat[server]'"
+            ) from None
+        try:
+            return cls(path, baseline.load_results(path), baseline.parse_margin(config.getoption("agentlat_margin")))
+        except (ImportError, ConfigError) as exc:  # ImportError: PyYAML, for a margin in ms
+            raise pytest.UsageError(str(exc)) from None
+
+    def checks(self, test: str, samples: Mapping[str, Sequence[float]], budgets: Sequence[Budget]) -> tuple[Any, ...]:
+        """p50 of each latency the test measured and each budgeted percentile, against the file's samples."""
+        from agentlat.budgets.baseline import Wanted, check_against
+
+        asked = [(m, "p50") for m in LATENCIES if samples[m]] + [
+            (b.metric, b.percentile) for b in budgets if not b.ratio
+        ]
+        wanted = [Wanted(test, m, p, DEFAULT_MIN_SAMPLES[p]) for m, p in dict.fromkeys(asked)]
+        return tuple(check_against({test: samples}, self.samples, wanted, self.margin))
 
 
 # --- recording spans ------------------------------------------------------------------
@@ -310,6 +375,7 @@ class Measurement:
     samples: dict[str, list[float]]
     checks: tuple[Check, ...] = field(default=())
     cache_calls: tuple[tuple[int, int], ...] = field(default=())
+    against: tuple[Any, ...] = field(default=())  # budgets.baseline.BaselineCheck, with --agentlat-baseline
 
     @property
     def hit_rate(self) -> float | None:
@@ -385,13 +451,17 @@ class LatencyProbe:
         test = self._request.node.nodeid
         samples, cache_calls = run_and_record(fn, runs, self.plan.warmup, test)
         checks = judge(samples, self.plan.budgets, cache_calls)
-        self.result = Measurement(test, runs, samples, checks, tuple(cache_calls))
+        against = self._request.config.stash.get(AGAINST, None)
+        compared = against.checks(test, samples, self.plan.budgets) if against else ()
+        self.result = Measurement(test, runs, samples, checks, tuple(cache_calls), compared)
         self._request.config.stash.setdefault(RESULTS, []).append(self.result)
         failed = [c for c in self.result.checks if c.status != "pass"]
-        if failed:
-            details = "\n".join(f"  {c.describe()}" for c in failed)
+        slower = [f"{c.describe()} (against {against.path})" for c in compared if c.status == "regression"]
+        if failed or slower:
+            details = "\n".join(f"  {line}" for line in [*(c.describe() for c in failed), *slower])
             measured = "\n".join(f"  {line}" for line in self.result.lines())
-            pytest.fail(f"latency budget not met over {runs} runs:\n{details}\nmeasured:\n{measured}", pytrace=False)
+            what = "latency budget not met" if failed else "slower than the baseline"
+            pytest.fail(f"{what} over {runs} runs:\n{details}\nmeasured:\n{measured}", pytrace=False)
         return self.result
 
     def finish(self) -> None:
@@ -416,3 +486,39 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(f"{result.status.upper():<13}{result.test} ({result.runs} runs)")
         for line in result.lines():
             terminalreporter.write_line(f"    {line}")
+        for check in result.against:
+            terminalreporter.write_line(f"    {check.status}: {check.describe()}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write the results file and the Markdown summary, when asked for."""
+    config = session.config
+    results = config.stash.get(RESULTS, [])
+    if path := config.getoption("agentlat_results", None):
+        from agentlat.budgets.baseline import save_results
+
+        samples = {r.test: {m: values for m, values in r.samples.items() if values} for r in results}
+        save_results(Path(path), samples, "pytest")
+    if path := config.getoption("agentlat_summary", None):
+        Path(path).write_text(summary(results, config.stash.get(AGAINST, None)), encoding="utf-8")
+
+
+_MD_STATUS = {"breach": "❌ breach", "insufficient": "⚠️ insufficient data", "pass": "✅ pass"}
+
+
+def summary(results: Sequence[Measurement], against: Against | None) -> str:
+    """The budgets' verdicts per test as Markdown, then (with a baseline) the checks against it."""
+    checks = [(r, c) for r in results for c in r.checks]
+    found = {c.status for _, c in checks}
+    status = next((s for s in ("breach", "insufficient") if s in found), "pass")
+    lines = [f"### agentlat latency budgets: {_MD_STATUS[status]}", "", f"{len(results)} tests measured", ""]
+    if checks:
+        lines += ["| status | test | check | runs |", "|---|---|---|---|"]
+        lines += [f"| {_MD_STATUS[c.status]} | `{r.test}` | {c.describe()} | {r.runs} |" for r, c in checks]
+    text = "\n".join(lines) + "\n"
+    if against is None:
+        return text
+    from agentlat.budgets.baseline import BaselineReport, markdown
+
+    compared = tuple(c for r in results for c in r.against)
+    return text + "\n" + markdown(BaselineReport(f"results file {against.path}", against.margin, compared))

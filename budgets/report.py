@@ -1,7 +1,8 @@
 """Budget check results as a terminal table, JSON, JUnit XML and Markdown (pure: text out).
 
 The table and the Markdown put breaches first, then missing data, then passes; JSON and
-JUnit keep the file's order. Rich is imported only by ``render_table``.
+JUnit keep the file's order. Each renders the checks against a baseline too when there are some
+(``budgets/baseline.py``). Rich is imported only by ``render_table``.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import IO
+from typing import IO, Any
 
+from agentlat.budgets import baseline as against_baseline
+from agentlat.budgets.baseline import BaselineReport
 from agentlat.budgets.model import Budgets, Report, Verdict, report_dict
 from agentlat.shared.measures import METRIC_NAMES, RATIO_SAMPLES, ms, percent
 
@@ -71,11 +74,18 @@ def by_severity(report: Report) -> list[Verdict]:
     return sorted(report.verdicts, key=lambda v: _SEVERITY[v.status])
 
 
-def render_json(budgets: Budgets, report: Report, window: Mapping[str, str]) -> str:
-    return json.dumps(report_dict(budgets, report, window), indent=2, ensure_ascii=False) + "\n"
+def render_json(
+    budgets: Budgets, report: Report, window: Mapping[str, str], baseline: BaselineReport | None = None
+) -> str:
+    found = report_dict(budgets, report, window)
+    if baseline is not None:
+        found["baseline"] = baseline.as_dict()
+    return json.dumps(found, indent=2, ensure_ascii=False) + "\n"
 
 
-def render_markdown(budgets: Budgets, report: Report, window: Mapping[str, str]) -> str:
+def render_markdown(
+    budgets: Budgets, report: Report, window: Mapping[str, str], baseline: BaselineReport | None = None
+) -> str:
     """A pull-request comment or a CI job summary."""
     lines = [
         f"### agentlat latency budgets: {_MD_STATUS[report.status]}",
@@ -90,7 +100,8 @@ def render_markdown(budgets: Budgets, report: Report, window: Mapping[str, str])
             f"| {actual(v)} | {samples(v)} |"
             for v in by_severity(report)
         ]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    return text + ("\n" + against_baseline.markdown(baseline) if baseline is not None else "")
 
 
 def _md_status(v: Verdict) -> str:
@@ -101,8 +112,11 @@ def _md(text: str) -> str:
     return text.replace("`", "'").replace("|", "\\|")
 
 
-def render_junit(budgets: Budgets, report: Report, window: Mapping[str, str]) -> str:
-    """One test case per budget: a breach is a failure, missing data a skip."""
+def render_junit(
+    budgets: Budgets, report: Report, window: Mapping[str, str], baseline: BaselineReport | None = None
+) -> str:
+    """One test case per budget: a breach is a failure, missing data a skip; with a baseline, a second suite of
+    one case per check, a regression a failure."""
     counts = report.counts()
     totals = {"tests": str(len(report.verdicts)), "failures": str(counts["breach"]), "errors": "0"}
     suites = ET.Element("testsuites", name="agentlat latency budgets", **totals)
@@ -122,8 +136,28 @@ def render_junit(budgets: Budgets, report: Report, window: Mapping[str, str]) ->
             ET.SubElement(case, "failure", message=message, type="breach").text = f"{message} ({_counted(v)})"
         elif v.status == "insufficient":
             ET.SubElement(case, "skipped", message=_too_few(v))
+    if baseline is not None:
+        _baseline_suite(suites, baseline, window)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _baseline_suite(suites: ET.Element, baseline: BaselineReport, window: Mapping[str, str]) -> None:
+    checks = baseline.checks
+    failures = sum(c.status == "regression" for c in checks)
+    suite = ET.SubElement(
+        suites, "testsuite", name=f"against {baseline.against}", tests=str(len(checks)), failures=str(failures),
+        errors="0", skipped=str(sum(c.status in ("insufficient", "no_baseline") for c in checks)),
+        timestamp=window["end"],
+    )  # fmt: skip
+    for c in checks:
+        case = ET.SubElement(suite, "testcase", classname=c.group, name=f"{c.name} within {baseline.margin}", time="0")
+        if c.status == "regression":
+            ET.SubElement(case, "failure", message=c.describe(), type="slower than the baseline")
+        elif c.status != "pass":
+            ET.SubElement(case, "skipped", message=c.describe())
+    suites.set("tests", str(int(suites.get("tests", "0")) + len(checks)))
+    suites.set("failures", str(int(suites.get("failures", "0")) + failures))
 
 
 def _breach(v: Verdict) -> str:
@@ -145,14 +179,17 @@ def _too_few(v: Verdict) -> str:
     return text + (f"; {_missed(v)} so far ({actual(v)} against {limit(v)})" if v.missed_so_far else "")
 
 
-def render_table(budgets: Budgets, report: Report, window: Mapping[str, str], file: IO[str] | None = None) -> None:
+def render_table(
+    budgets: Budgets,
+    report: Report,
+    window: Mapping[str, str],
+    file: IO[str] | None = None,
+    baseline: BaselineReport | None = None,
+) -> None:
     """A rich table on ``file`` (stdout by default); wide and uncoloured when not a terminal."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file)
-    if not console.is_terminal:
-        console = Console(file=file, width=160, no_color=True, highlight=False)
+    console = _console(file)
     table = Table(title=f"agentlat latency budgets: {budgets.path}, last {window['length']}")
     for column in ("status", "target", "check", "budget", "actual", "samples"):
         table.add_column(column, justify="right" if column in ("actual", "samples") else "left")
@@ -162,3 +199,27 @@ def render_table(budgets: Budgets, report: Report, window: Mapping[str, str], fi
         table.add_row(status, target(v), check_name(v), budget(v), actual(v), samples(v))
     console.print(table)
     console.print(f"{report.status}: {counted(report)}", style=style[report.status], markup=False)
+    if baseline is not None:
+        _baseline_table(console, baseline)
+
+
+def _console(file: IO[str] | None) -> Any:
+    from rich.console import Console
+
+    console = Console(file=file)
+    return console if console.is_terminal else Console(file=file, width=160, no_color=True, highlight=False)
+
+
+def _baseline_table(console: Any, baseline: BaselineReport) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"against {baseline.against}, margin {baseline.margin}")
+    columns = ("status", "target", "check", "baseline", "now", "difference", "95% interval", "samples")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("status", "target", "check") else "right")
+    style = {"regression": "bold red", "insufficient": "yellow", "pass": "green", "no_baseline": "dim"}
+    for row in against_baseline.table_rows(baseline.checks):
+        table.add_row(f"[{style[row[0]]}]{row[0]}[/]", *row[1:])
+    console.print(table)
+    status = baseline.status
+    console.print(f"{status}: {against_baseline.counted(baseline.checks)}", style=style[status], markup=False)

@@ -4,16 +4,16 @@ Module import pulls in typer and rich only; the budgets model (PyYAML) loads ins
 commands, and the API client imports httpx only when a client is made, so ``agentlat --help``
 stays fast.
 
-Exit codes of ``check``: 0 every budget passes, 1 a budget is breached, 2 usage, file or
-connection error, 3 no breach but some percentile had too few samples (0 with
-``--allow-insufficient``).
+Exit codes of ``check``: 0 every budget passes, 1 a budget is breached (or, with ``--baseline``, a
+percentile is surely slower than the baseline's by more than the margin), 2 usage, file or connection
+error, 3 no breach but some percentile had too few samples (0 with ``--allow-insufficient``).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,7 +21,11 @@ from agentlat.api.client import DEFAULT_API, ApiClient
 from agentlat.cli.common import ApiOpt, fail
 
 if TYPE_CHECKING:
+    from agentlat.budgets.baseline import BaselineReport, Margin, Samples
     from agentlat.budgets.model import Budgets, Measurements, Report
+
+RELEASE_BASELINE = "release:"
+BASELINE_RELEASE_WINDOW = "7d"  # how far back a baseline release's spans are read (samples: a week at most)
 
 budget_app = typer.Typer(
     help="Latency budgets as code: a YAML file of p50/p95/p99 budgets per route and agent, checked in CI.",
@@ -87,24 +91,124 @@ def check(
     allow_insufficient: Annotated[
         bool, typer.Option("--allow-insufficient", help="Exit 0 instead of 3 when the only problem is too few samples.")
     ] = False,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Also fail when a budgeted percentile is surely slower than a baseline's by more than --margin: "
+            "release:1.4.1 (that release's spans of the last 7d), a duration such as 24h (the window just "
+            "before the checked one), or a results file a previous run saved with --save-results.",
+        ),
+    ] = None,
+    margin: Annotated[
+        str,
+        typer.Option("--margin", help="How much slower than the baseline is allowed: 10% (of its value) or 50ms."),
+    ] = "10%",
+    release: Annotated[
+        str | None,
+        typer.Option("--release", help="With --baseline: compare only this release's spans (service.version)."),
+    ] = None,
+    save_results: Annotated[
+        Path | None,
+        typer.Option("--save-results", help="Write the checked window's samples here, a later run's --baseline."),
+    ] = None,
 ) -> None:
-    """Compare live p50/p95/p99 with the budgets; exit 1 on a breach, 3 on too few samples."""
+    """Compare live p50/p95/p99 with the budgets (and with a baseline); exit 1 on a breach, 3 on too few samples."""
+    from agentlat.budgets.baseline import parse_margin
     from agentlat.budgets.model import evaluate, exit_code, load_budgets
     from agentlat.budgets.report import render_table
     from agentlat.errors import AgentlatError
 
     try:
         budgets = load_budgets(budgets_file)
-        measured, span = fetch(ApiClient(api), budgets, window)
+        allowed = parse_margin(margin)
+        client = ApiClient(api)
+        measured, span = fetch(client, budgets, window)
+        report = evaluate(budgets, measured)
+        compared = None
+        if baseline is not None or save_results is not None:
+            compared = against_baseline(client, budgets, report, span, baseline, allowed, release, save_results)
     except AgentlatError as exc:
         fail(str(exc))
-    report = evaluate(budgets, measured)
     if output is None:
-        _emit(output_format, budgets, report, span)
+        _emit(output_format, budgets, report, span, compared)
     else:
-        _write(output, output_format, budgets, report, span)
-        render_table(budgets, report, span)
-    raise typer.Exit(exit_code(report.status, allow_insufficient))
+        _write(output, output_format, budgets, report, span, compared)
+        render_table(budgets, report, span, baseline=compared)
+    raise typer.Exit(exit_code(combined_status(report, compared), allow_insufficient))
+
+
+def combined_status(report: Report, compared: BaselineReport | None) -> str:
+    """The budgets' status, made a breach by a regression and insufficient by a check with too few samples."""
+    statuses = {report.status, {"regression": "breach"}.get(compared.status, compared.status) if compared else "pass"}
+    return next(s for s in ("breach", "insufficient", "pass") if s in statuses)
+
+
+def against_baseline(
+    client: ApiClient,
+    budgets: Budgets,
+    report: Report,
+    span: dict[str, str],
+    baseline: str | None,
+    margin: Margin,
+    release: str | None,
+    save_results: Path | None,
+) -> BaselineReport | None:
+    """The budgeted percentiles of the checked window against the baseline's (None without a baseline),
+    after saving the window's samples when asked."""
+    from agentlat.api.windows import iso, parse_duration, parse_instant
+    from agentlat.budgets.baseline import BaselineReport, Wanted, check_against, load_results
+    from agentlat.budgets.baseline import save_results as save
+
+    wanted = [
+        Wanted(f"{v.dimension} {v.name}", v.metric, v.percentile, v.min_samples) for v in report.verdicts if not v.ratio
+    ]
+    current = fetch_samples(client, budgets, wanted, {"start": span["start"], "end": span["end"], "release": release})
+    if save_results is not None:
+        save(save_results, current, "agentlat budget check", span)
+    if baseline is None:
+        return None
+    if baseline.startswith(RELEASE_BASELINE):
+        named = baseline.removeprefix(RELEASE_BASELINE)
+        when = {"window": BASELINE_RELEASE_WINDOW, "end": span["end"], "release": named}
+        before, against = (
+            fetch_samples(client, budgets, wanted, when),
+            f"release {named} (last {BASELINE_RELEASE_WINDOW})",
+        )
+    elif Path(baseline).exists() or not _is_duration(baseline):
+        before, against = load_results(Path(baseline)), f"results file {baseline}"
+    else:
+        start_ns = parse_instant(span["start"], "start")
+        before_start = iso(start_ns - parse_duration(baseline, "--baseline") * 1_000_000_000)
+        when = {"start": before_start, "end": span["start"]}
+        before, against = fetch_samples(client, budgets, wanted, when), f"the {baseline} before"
+    if release:
+        against += f", now release {release}"
+    return BaselineReport(against, margin, tuple(check_against(current, before, wanted, margin)))
+
+
+def _is_duration(text: str) -> bool:
+    from agentlat.api.windows import parse_duration
+    from agentlat.errors import AgentlatError
+
+    try:
+        parse_duration(text, "--baseline")
+    except AgentlatError:
+        return False
+    return True
+
+
+def fetch_samples(client: ApiClient, budgets: Budgets, wanted: list[Any], when: dict[str, str | None]) -> Samples:
+    """The values (``/api/v1/samples``) of each latency the checks need, per budgeted route or agent."""
+    groups = {w.group for w in wanted}
+    found: dict[str, dict[str, list[float]]] = {}
+    for dimension, metric in dict.fromkeys((w.group.split(" ", 1)[0], w.metric) for w in wanted):
+        body = client.get("/api/v1/samples", metric=metric, group_by=dimension, service=budgets.service, **when)
+        for row in body.rows:
+            group = f"{dimension} {row.group[dimension]}"
+            if group in groups:
+                found.setdefault(group, {})[metric] = row.values
+    return found
 
 
 def fetch(client: ApiClient, budgets: Budgets, window: str) -> tuple[Measurements, dict[str, str]]:
@@ -131,7 +235,9 @@ def fetch(client: ApiClient, budgets: Budgets, window: str) -> tuple[Measurement
     return measured, span
 
 
-def _render(output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str]) -> str:
+def _render(
+    output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str], compared: BaselineReport | None
+) -> str:
     from agentlat.budgets import report as budget_format
 
     renderer = {
@@ -139,26 +245,35 @@ def _render(output_format: OutputFormat, budgets: Budgets, report: Report, span:
         OutputFormat.junit: budget_format.render_junit,
         OutputFormat.markdown: budget_format.render_markdown,
     }[output_format]
-    return renderer(budgets, report, span)
+    return renderer(budgets, report, span, compared)
 
 
-def _emit(output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str]) -> None:
+def _emit(
+    output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str], compared: BaselineReport | None
+) -> None:
     from agentlat.budgets.report import render_table
 
     if output_format is OutputFormat.table:
-        render_table(budgets, report, span)
+        render_table(budgets, report, span, baseline=compared)
     else:
-        typer.echo(_render(output_format, budgets, report, span), nl=False)
+        typer.echo(_render(output_format, budgets, report, span, compared), nl=False)
 
 
-def _write(path: Path, output_format: OutputFormat, budgets: Budgets, report: Report, span: dict[str, str]) -> None:
+def _write(
+    path: Path,
+    output_format: OutputFormat,
+    budgets: Budgets,
+    report: Report,
+    span: dict[str, str],
+    compared: BaselineReport | None,
+) -> None:
     from agentlat.budgets.report import render_table
 
     try:
         with path.open("w", encoding="utf-8") as out:
             if output_format is OutputFormat.table:
-                render_table(budgets, report, span, file=out)
+                render_table(budgets, report, span, file=out, baseline=compared)
             else:
-                out.write(_render(output_format, budgets, report, span))
+                out.write(_render(output_format, budgets, report, span, compared))
     except OSError as exc:
         fail(f"cannot write {path}: {exc.strerror}")

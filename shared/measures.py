@@ -43,6 +43,13 @@ def ms(value: float | None) -> str:
     return f"{f'{value:,.1f}'.removesuffix('.0')} ms"
 
 
+def signed_ms(value: float | None) -> str:
+    """A difference with its sign: '+300 ms', '-12.5 ms', '±0 ms', None -> '—'."""
+    if value is None:
+        return "—"
+    return ("+" if value > 0 else "-" if value < 0 else "±") + ms(abs(value))
+
+
 def over_budget(actual_ms: float, budget_ms: float) -> bool:
     """A latency's breach: over its budget (at or under it passes)."""
     return actual_ms > budget_ms

@@ -41,6 +41,7 @@ from agentlat.store.queries import (
     DIMENSIONS,
     METRICS,
     ROLLUP_DIMENSIONS,
+    SAMPLES_CAP,
     TRACE_DIMENSIONS,
     SpanFilter,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "MIGRATIONS",
     "ROLLUP_DIMENSIONS",
     "ROLLUP_METRICS",
+    "SAMPLES_CAP",
     "SPANS_TABLE",
     "SPAN_ARROW_SCHEMA",
     "TRACE_DIMENSIONS",

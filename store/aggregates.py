@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from agentlat.shared.difference import mean_comparison, percentile_comparison
 from agentlat.store import advice, cache_report, compare, queries
 from agentlat.store.backends import Backend, Params
 from agentlat.store.queries import SpanFilter
@@ -94,6 +95,14 @@ class AggregateReads:
                 mean=row["mean"],
             )
             for row in rows
+        ]
+
+    def samples(self, metric: str, group_by: Sequence[str], where: SpanFilter) -> list[dict[str, Any]]:
+        """Per group: the count of ``metric``'s values and the values (ms, sorted; a fixed random
+        ``queries.SAMPLES_CAP`` of them beyond that many), exact from the spans."""
+        rows = self._rows(*queries.samples_sql(metric, group_by, where))
+        return [
+            {"group": {d: row[d] for d in group_by}, "count": row["count"], "values": row["values"]} for row in rows
         ]
 
     def rollup_percentiles(
@@ -187,15 +196,14 @@ class AggregateReads:
             tools.setdefault(row["tool"], {})[row["side"]] = row["values"]
         return {
             "metrics": {
-                m: compare.percentile_comparison(values.get((m, "a"), []), values.get((m, "b"), []))
-                for m in compare.COMPARED
+                m: percentile_comparison(values.get((m, "a"), []), values.get((m, "b"), [])) for m in compare.COMPARED
             },
             "split": {
-                part: compare.mean_comparison(split.get("a", {}).get(part, []), split.get("b", {}).get(part, []))
+                part: mean_comparison(split.get("a", {}).get(part, []), split.get("b", {}).get(part, []))
                 for part in compare.SPLIT_PARTS
             },
             "tools": {
-                tool: compare.percentile_comparison(by_side.get("a", []), by_side.get("b", []))
+                tool: percentile_comparison(by_side.get("a", []), by_side.get("b", []))
                 for tool, by_side in sorted(tools.items())
             },
         }

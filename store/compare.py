@@ -4,9 +4,7 @@ against model Y, prompt version 3 against 4, or before an instant against after 
 Exact, from the spans of the window (the same ``SpanFilter`` every read takes, so the comparison is on the
 same route, service or agent). Each side's values of a metric are read whole; the percentiles are exact
 (``quantileExactInclusive``, numpy's linear interpolation), and how sure a difference is comes from the data:
-a bootstrap over each side's values (``RESAMPLES`` resamples, a fixed seed, so one store gives one answer),
-its 2.5th and 97.5th percentiles the 95 % interval. A side with fewer values than a percentile needs
-(``shared.measures.DEFAULT_MIN_SAMPLES``) gives the point difference but no interval: too few samples.
+a bootstrap over each side's values (``shared/difference.py``, which the checks against a baseline share).
 
 Which spans a side holds: TTFT and ITL from the model calls that are on the side themselves; E2E from the
 root spans of traces with a span on the side (a trace is in release A when its spans are; a model's or a
@@ -17,31 +15,18 @@ the analysed traces the same way, and each tool's call duration per side.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
-from agentlat import semconv as sc
-from agentlat.shared.measures import DEFAULT_MIN_SAMPLES, PERCENTILES
 from agentlat.store.backends import Params
+from agentlat.store.queries import DIMENSIONS as SPAN_DIMENSIONS
 from agentlat.store.queries import METRICS, TRACE_DIMENSIONS, SpanFilter
 from agentlat.store.rollup_sql import FINAL_SETTINGS, TOOL_CALL
 
 # What a side is, by dimension: a span's column or attribute equal to the side's value.
-SIDE_COLUMNS = {
-    "release": "ResourceAttributes['service.version']",
-    "model": "Model",
-    "prompt": f"SpanAttributes['{sc.PROMPT_VERSION}']",
-}
+SIDE_COLUMNS = {dimension: SPAN_DIMENSIONS[dimension] for dimension in ("release", "model", "prompt")}
 DIMENSIONS = (*SIDE_COLUMNS, "time")  # "time": before an instant against from it on
 COMPARED = ("ttft", "itl", "e2e")
 SPLIT_PARTS = {"model": "ModelMs", "tool": "ToolMs", "orchestration": "OrchestrationMs"}
-LEVELS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
-RESAMPLES = 500
-BOOTSTRAP_CAP = 10_000  # values a side's bootstrap draws from at most (a random subset beyond: a wider interval)
-SEED = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,68 +133,3 @@ def tool_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
         {FINAL_SETTINGS}
     """
     return sql, {**where.params(), **sides.params()}
-
-
-# --- the statistics (pure) ----------------------------------------------------------------
-
-
-def _stats(values: np.ndarray) -> dict[str, Any]:
-    found = {"count": int(values.size), "mean": float(values.mean()) if values.size else None}
-    for name, level in LEVELS.items():
-        found[name] = float(np.percentile(values, level)) if values.size else None
-    return found
-
-
-def _measure(values: np.ndarray, statistic: str, axis: int | None = None) -> Any:
-    return values.mean(axis=axis) if statistic == "mean" else np.percentile(values, LEVELS[statistic], axis=axis)
-
-
-def _bootstrap(values: np.ndarray, statistics: Sequence[str], rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Each statistic over ``RESAMPLES`` resamples of ``values`` (drawn once for them all; from a random
-    ``BOOTSTRAP_CAP`` of the values beyond that many, which widens the interval rather than narrowing it)."""
-    if values.size > BOOTSTRAP_CAP:
-        values = rng.choice(values, BOOTSTRAP_CAP, replace=False)
-    drawn = values[rng.integers(0, values.size, size=(RESAMPLES, values.size))]
-    return {s: _measure(drawn, s, axis=1) for s in statistics}
-
-
-def compare_values(
-    a: Sequence[float], b: Sequence[float], statistics: Sequence[str], minimums: Mapping[str, int]
-) -> dict[str, Any]:
-    """Both sides' count, mean and percentiles, and per statistic the difference B - A, its 95 % interval
-    and what it says: slower or faster when the interval leaves out 0, too few samples below the statistic's
-    minimum on either side (the difference without an interval), no data when a side has no values."""
-    rng = np.random.default_rng(SEED)
-    left, right = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    judged = [s for s in statistics if min(left.size, right.size) >= minimums[s]]
-    spreads = {}
-    if judged:
-        drawn_a, drawn_b = _bootstrap(left, judged, rng), _bootstrap(right, judged, rng)
-        spreads = {s: drawn_b[s] - drawn_a[s] for s in judged}
-    return {"a": _stats(left), "b": _stats(right), "differences": [
-        _difference(left, right, s, spreads.get(s)) for s in statistics
-    ]}  # fmt: skip
-
-
-def _difference(a: np.ndarray, b: np.ndarray, statistic: str, spread: np.ndarray | None) -> dict[str, Any]:
-    found: dict[str, Any] = {"statistic": statistic, "difference": None, "low": None, "high": None}
-    if not a.size or not b.size:
-        return {**found, "status": "no_data"}
-    found["difference"] = float(_measure(b, statistic) - _measure(a, statistic))
-    if spread is None:
-        return {**found, "status": "too_few_samples"}
-    low, high = (float(x) for x in np.percentile(spread, (2.5, 97.5)))
-    status = "slower" if low > 0 else "faster" if high < 0 else "no_clear_change"
-    return {**found, "low": low, "high": high, "status": status}
-
-
-def percentile_comparison(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
-    """``compare_values`` at p50, p95 and p99, each needing its ``DEFAULT_MIN_SAMPLES`` on both sides."""
-    return compare_values(a, b, PERCENTILES, DEFAULT_MIN_SAMPLES)
-
-
-MEAN_MIN_SAMPLES = DEFAULT_MIN_SAMPLES["p50"]  # a mean's interval needs as many samples as a median's
-
-
-def mean_comparison(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
-    return compare_values(a, b, ("mean",), {"mean": MEAN_MIN_SAMPLES})

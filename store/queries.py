@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from agentlat import semconv as sc
 from agentlat.store.backends import Params
 from agentlat.store.rollup_sql import (
     ALL_EXACT,
@@ -33,6 +34,8 @@ DIMENSIONS: dict[str, str] = {
     "tool": "Tool",
     "role": "Role",
     "span_name": "SpanName",
+    "release": "ResourceAttributes['service.version']",  # the service's version: a release, as deployed
+    "prompt": f"SpanAttributes['{sc.PROMPT_VERSION}']",  # the SDK's prompt version (else its stable prefix's hash)
 }
 
 
@@ -97,19 +100,32 @@ class SpanFilter:
 
 
 def percentiles_sql(metric: str, group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    levels = ", ".join(str(q) for q in QUANTILES)
+    aggregates = ["count() AS count", f"quantilesExactInclusive({levels})(value) AS q", "avg(value) AS mean"]
+    return _grouped_values_sql(metric, group_by, where, aggregates)
+
+
+SAMPLES_CAP = 10_000  # values a group's sample holds at most (drawn at random, with SAMPLES_SEED, beyond)
+SAMPLES_SEED = 40
+
+
+def samples_sql(metric: str, group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    """Per group: the count and the values (sorted), every one up to ``SAMPLES_CAP``, a random ``SAMPLES_CAP``
+    beyond (the same ones for the same spans): what a bootstrap needs to compare the group with another."""
+    aggregates = ["count() AS count", f"arraySort(groupArraySample({SAMPLES_CAP}, {SAMPLES_SEED})(value)) AS values"]
+    return _grouped_values_sql(metric, group_by, where, aggregates)
+
+
+def _grouped_values_sql(
+    metric: str, group_by: Sequence[str], where: SpanFilter, aggregates: Sequence[str]
+) -> tuple[str, Params]:
+    """``aggregates`` of ``metric``'s values (ms, as ``value``) per group, the most counted groups first."""
     spec = METRICS[metric]
     columns = [f"{DIMENSIONS[d]} AS {d}" for d in group_by]
     condition = " AND ".join([where.window_clause(), *where.equality_tests()])
-    levels = ", ".join(str(q) for q in QUANTILES)
-    select = [
-        *columns,
-        "count() AS count",
-        f"quantilesExactInclusive({levels})(value) AS q",
-        "avg(value) AS mean",
-    ]
     group = f"GROUP BY {', '.join(group_by)}" if group_by else ""
     sql = f"""
-        SELECT {", ".join(select)}
+        SELECT {", ".join([*columns, *aggregates])}
         FROM (
             SELECT *, {spec.expression} AS value FROM otel_traces FINAL
             WHERE {condition} AND ({spec.condition}) AND value IS NOT NULL

@@ -76,6 +76,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
 
 RANGE_ROUTES = [
     "percentiles",
+    "samples",
     "breakdown",
     "groups",
     "timeseries",
@@ -286,7 +287,7 @@ def test_one_request_takes_one_rate_limit_token(tmp_path: Path) -> None:
 # --- schema-driven fuzz -------------------------------------------------------------------------
 
 FUZZ_EXAMPLES = 100  # per operation and generation mode: the whole run takes about half a minute on 2 cores
-FILTERS = ("service", "route", "agent", "model", "tool", "provider", "span_name", "project")
+FILTERS = ("service", "route", "agent", "model", "tool", "provider", "span_name", "release", "prompt", "project")
 HOSTILE = ("\\", "\t", "\n", "'", "\x00", "%", "{f0:String}", "1e308", "nan", "-1", "9" * 30)
 
 

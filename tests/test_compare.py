@@ -1,4 +1,4 @@
-"""The comparison's statistics (store/compare.py) on controlled samples: exact differences, intervals that hold
+"""The comparison's statistics (shared/difference.py) on controlled samples: exact differences, intervals that hold
 the truth, and the states a difference can be in."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agentlat.store.compare import BOOTSTRAP_CAP, mean_comparison, percentile_comparison
+from agentlat.shared.difference import BOOTSTRAP_CAP, mean_comparison, percentile_comparison
 
 
 def _by_statistic(found: dict) -> dict[str, dict]:

@@ -6,8 +6,10 @@ early, so a budget below it always fails, and one ten times above it passes on a
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -373,3 +375,62 @@ def test_a_hit_rate_budget_is_a_floor_over_every_runs_tokens(agent: pytest.Pytes
         ["PASS *test_cache.py::test_warm (3 runs)", "    model n=3 *", "    cache_hit_rate n=3       45%  | ≥ 40% pass"]
     )
     result.stdout.fnmatch_lines(["PASS *test_cache.py::test_at_the_floor (3 runs)"])
+
+
+BASELINE_TEST = """
+import pytest
+from agent_helpers import agent_call
+
+@pytest.mark.latency_budget(runs=30, ttft_p50_ms=5000)
+def test_chat(latency):
+    latency.measure(lambda: agent_call(ttft_s={ttft_s}, gaps_s=()))
+"""
+
+
+def _main_results(path: Path, ttft_ms: float) -> None:
+    """main's run, written by hand so the baseline's values are exact: 30 runs, TTFT ``ttft_ms``."""
+    group = {"ttft": [ttft_ms] * 30, "e2e": [ttft_ms + 1] * 30, "model": [ttft_ms] * 30}
+    path.write_text(
+        json.dumps({"agentlat_results": 1, "source": "pytest", "groups": {"test_chat.py::test_chat": group}})
+    )
+
+
+def test_a_branch_slower_than_main_fails_and_the_summary_says_by_how_much(agent: pytest.Pytester) -> None:
+    agent.makepyfile(test_chat=BASELINE_TEST.format(ttft_s=0.06))
+    _main_results(agent.path / "main.json", 10.0)
+    result = agent.runpytest_subprocess("--agentlat-baseline=main.json", "--agentlat-summary=summary.md",
+                                        "--agentlat-results=branch.json")  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "slower than the baseline over 30 runs:",
+        "  TTFT p50 10 ms → * ms (+* ms, 95% interval +* ms to +* ms), more than the margin 1 ms (against main.json)",
+        "  E2E p50 11 ms → * more than the margin 1.1 ms (against main.json)",
+    ])  # fmt: skip
+    summary = (agent.path / "summary.md").read_text()
+    assert "### agentlat latency budgets: ✅ pass" in summary
+    assert "### agentlat against the baseline: ❌ slower" in summary
+    assert "against results file main.json · margin 10% · 3 slower, 0 insufficient data, 0 passed" in summary
+    assert "| ❌ slower | `test_chat.py::test_chat` | TTFT p50 | 10 ms |" in summary
+    saved = json.loads((agent.path / "branch.json").read_text())["groups"]["test_chat.py::test_chat"]
+    assert len(saved["ttft"]) == 30 and min(saved["ttft"]) >= 60.0  # a sleep never ends early
+
+
+def test_a_branch_as_fast_as_main_passes_within_the_margin(agent: pytest.Pytester) -> None:
+    agent.makepyfile(test_chat=BASELINE_TEST.format(ttft_s=0.01))
+    _main_results(agent.path / "main.json", 500.0)  # main was far slower: the branch is faster, never a regression
+    result = agent.runpytest_subprocess("--agentlat-baseline=main.json", "--agentlat-margin=0ms")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["    pass: TTFT p50 500 ms → * ms (-4* ms, 95% interval -* ms to -* ms), not surely more *"]
+    )
+
+
+def test_a_bad_baseline_is_a_usage_error(agent: pytest.Pytester) -> None:
+    agent.makepyfile(test_chat=BASELINE_TEST.format(ttft_s=0.01))
+    missing = agent.runpytest_subprocess("--agentlat-baseline=nope.json")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*nope.json: no such results file; write one with *--agentlat-results*"])
+    _main_results(agent.path / "main.json", 10.0)
+    margin = agent.runpytest_subprocess("--agentlat-baseline=main.json", "--agentlat-margin=lots")
+    assert margin.ret == pytest.ExitCode.USAGE_ERROR
+    margin.stderr.fnmatch_lines(["*margin 'lots': give a percentage of the baseline (10%) or a duration*"])

@@ -9,13 +9,11 @@ from starlette.concurrency import run_in_threadpool
 
 from agentlat.api.models import CompareResponse, SideValuesResponse
 from agentlat.api.windows import iso, parse_instant
-from agentlat.server.routes.deps import QUERY_ERRORS, Filter, StoreDep, window_of
+from agentlat.server.routes.deps import QUERY_ERRORS, Filter, StoreDep, require_exact_window, window_of
 from agentlat.shared.measures import DEFAULT_MIN_SAMPLES
 from agentlat.store import COMPARE_DIMENSIONS, Sides
 
 router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
-
-MAX_WINDOW_NS = 7 * 86_400 * 10**9  # read exact from the spans: a week at most
 
 
 @router.get(
@@ -32,8 +30,7 @@ async def compare(
     at: Annotated[str, Query(description="dimension=time: the instant between the sides, inside the window")] = "",
 ) -> dict[str, Any]:
     sides = _sides(dimension, a, b, at, where.start_ns, where.end_ns)
-    if where.end_ns - where.start_ns > MAX_WINDOW_NS:
-        raise HTTPException(400, "compare reads the spans exactly: choose a window of at most 7d")
+    require_exact_window(where, "compare")
     found = await run_in_threadpool(store.compare, sides, where)
     return {
         "dimension": dimension,

@@ -88,6 +88,15 @@ def rollup_stats(row: dict[str, Any]) -> dict[str, Any]:
     return stats
 
 
+EXACT_WINDOW_MAX_NS = 7 * 86_400 * 10**9  # the longest window a route reading every span's value takes
+
+
+def require_exact_window(where: SpanFilter, what: str) -> None:
+    """A 400 for a window longer than ``EXACT_WINDOW_MAX_NS``, for the routes that read each value exactly."""
+    if where.end_ns - where.start_ns > EXACT_WINDOW_MAX_NS:
+        raise HTTPException(400, f"{what} reads the spans exactly: choose a window of at most 7d")
+
+
 def require_rollup_filters(where: SpanFilter) -> None:
     extra = sorted(set(where.equals) - set(ROLLUP_DIMENSIONS))
     if extra:

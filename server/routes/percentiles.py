@@ -1,22 +1,24 @@
-"""``GET /api/v1/percentiles``: count, p50, p95, p99 and mean of a latency metric, by any grouping."""
+"""``GET /api/v1/percentiles``: count, p50, p95, p99 and mean of a latency metric, by any grouping; and
+``GET /api/v1/samples``: the values themselves, what a comparison with a baseline bootstraps over."""
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 from starlette.concurrency import run_in_threadpool
 
-from agentlat.api.models import PercentilesResponse
+from agentlat.api.models import PercentilesResponse, SamplesResponse
 from agentlat.server.routes.deps import (
     QUERY_ERRORS,
     Filter,
     GroupBy,
     SourceRule,
     StoreDep,
+    require_exact_window,
     rollup_stats,
     source,
     window_of,
 )
-from agentlat.store import METRICS
+from agentlat.store import METRICS, SAMPLES_CAP
 
 router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
 
@@ -74,5 +76,31 @@ async def percentiles(
         "window": window_of(where),
         "filters": where.equals,
         "group_by": dims,
+        "rows": rows,
+    }
+
+
+@router.get(
+    "/samples",
+    summary="one latency metric's values per group, for comparing with a baseline",
+    response_model=SamplesResponse,
+)
+async def samples(
+    store: StoreDep,
+    where: Filter,
+    dims: GroupBy,
+    metric: Annotated[str, Query(description=f"one of {sorted(METRICS)}")] = "e2e",
+) -> dict[str, Any]:
+    if metric not in METRICS:
+        raise HTTPException(400, f"metric={metric!r}: choose from {sorted(METRICS)}")
+    require_exact_window(where, "samples")
+    rows = await run_in_threadpool(store.samples, metric, dims, where)
+    return {
+        "metric": metric,
+        "unit": "ms",
+        "window": window_of(where),
+        "filters": where.equals,
+        "group_by": dims,
+        "cap": SAMPLES_CAP,
         "rows": rows,
     }

@@ -1,0 +1,87 @@
+"""How much slower one side is than another, and how sure that is: the difference B - A of a percentile or a
+mean between two samples of latencies, with a 95 % bootstrap interval (pure, numpy).
+
+Shared by the store's comparisons (``GET /api/v1/compare``) and by the checks against a baseline (``agentlat
+budget check --baseline`` and the pytest plugin's), so every path judges a difference alike. The percentiles are
+numpy's linear interpolation (the rule ``quantileExactInclusive`` follows); ``RESAMPLES`` resamples of each side
+with a fixed seed, so one input gives one answer, their 2.5th and 97.5th percentiles the interval. A side with
+fewer values than a statistic needs (``measures.DEFAULT_MIN_SAMPLES``) gives the point difference but no
+interval: too few samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from agentlat.shared.measures import DEFAULT_MIN_SAMPLES, PERCENTILES
+
+LEVELS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+RESAMPLES = 500
+BOOTSTRAP_CAP = 10_000  # values a side's bootstrap draws from at most (a random subset beyond: a wider interval)
+SEED = 40
+MEAN_MIN_SAMPLES = DEFAULT_MIN_SAMPLES["p50"]  # a mean's interval needs as many samples as a median's
+STATUSES = ("slower", "faster", "no_clear_change", "too_few_samples", "no_data")
+
+
+def _stats(values: np.ndarray) -> dict[str, Any]:
+    found = {"count": int(values.size), "mean": float(values.mean()) if values.size else None}
+    for name, level in LEVELS.items():
+        found[name] = float(np.percentile(values, level)) if values.size else None
+    return found
+
+
+def _measure(values: np.ndarray, statistic: str, axis: int | None = None) -> Any:
+    return values.mean(axis=axis) if statistic == "mean" else np.percentile(values, LEVELS[statistic], axis=axis)
+
+
+def _bootstrap(values: np.ndarray, statistics: Sequence[str], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Each statistic over ``RESAMPLES`` resamples of ``values`` (drawn once for them all; from a random
+    ``BOOTSTRAP_CAP`` of the values beyond that many, which widens the interval rather than narrowing it)."""
+    if values.size > BOOTSTRAP_CAP:
+        values = rng.choice(values, BOOTSTRAP_CAP, replace=False)
+    drawn = values[rng.integers(0, values.size, size=(RESAMPLES, values.size))]
+    return {s: _measure(drawn, s, axis=1) for s in statistics}
+
+
+def compare_values(
+    a: Sequence[float], b: Sequence[float], statistics: Sequence[str], minimums: Mapping[str, int]
+) -> dict[str, Any]:
+    """Both sides' count, mean and percentiles, and per statistic the difference B - A, its 95 % interval
+    and what it says: slower or faster when the interval leaves out 0, too few samples below the statistic's
+    minimum on either side (the difference without an interval), no data when a side has no values."""
+    rng = np.random.default_rng(SEED)
+    left, right = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    judged = [s for s in statistics if min(left.size, right.size) >= minimums[s]]
+    spreads = {}
+    if judged:
+        drawn_a, drawn_b = _bootstrap(left, judged, rng), _bootstrap(right, judged, rng)
+        spreads = {s: drawn_b[s] - drawn_a[s] for s in judged}
+    return {"a": _stats(left), "b": _stats(right), "differences": [
+        _difference(left, right, s, spreads.get(s)) for s in statistics
+    ]}  # fmt: skip
+
+
+def _difference(a: np.ndarray, b: np.ndarray, statistic: str, spread: np.ndarray | None) -> dict[str, Any]:
+    found: dict[str, Any] = {"statistic": statistic, "difference": None, "low": None, "high": None}
+    if not a.size or not b.size:
+        return {**found, "status": "no_data"}
+    found["difference"] = float(_measure(b, statistic) - _measure(a, statistic))
+    if spread is None:
+        return {**found, "status": "too_few_samples"}
+    low, high = (float(x) for x in np.percentile(spread, (2.5, 97.5)))
+    status = "slower" if low > 0 else "faster" if high < 0 else "no_clear_change"
+    return {**found, "low": low, "high": high, "status": status}
+
+
+def percentile_comparison(
+    a: Sequence[float], b: Sequence[float], minimums: Mapping[str, int] = DEFAULT_MIN_SAMPLES
+) -> dict[str, Any]:
+    """``compare_values`` at p50, p95 and p99, each needing its minimum (``DEFAULT_MIN_SAMPLES``) on both sides."""
+    return compare_values(a, b, PERCENTILES, minimums)
+
+
+def mean_comparison(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    return compare_values(a, b, ("mean",), {"mean": MEAN_MIN_SAMPLES})
