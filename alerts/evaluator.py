@@ -136,7 +136,8 @@ class Evaluator:
         return Step(now, end, tuple(transitions), tuple(notifications))
 
     def _changes(self, transitions: Sequence[Transition], end: int) -> dict[tuple[str, str], list[str]]:
-        """What changed with each alert that started firing, compared with the window before."""
+        """What changed with each alert that started firing: in the window in which its condition first held
+        (where a drift began, before ``for`` let it fire), against the window before."""
         found = {}
         for t in transitions:
             alert = self.engine.alerts.get((t.project, t.fingerprint))
@@ -144,7 +145,8 @@ class Evaluator:
                 continue
             rule = self.engine.rules[alert.rule]
             length = int(alert.observation.get("facts", {}).get("long", rule.window))
-            found[(t.project, t.fingerprint)] = self.source.changes(t.project, rule, alert.values, end, length)
+            began = alert.active_window if alert.active_window is not None else end
+            found[(t.project, t.fingerprint)] = self.source.changes(t.project, rule, alert.values, began, length)
         return found
 
     def _persist(

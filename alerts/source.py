@@ -6,7 +6,8 @@ up to 128 values, t-digest beyond).
 Burn-rate rules need the share of requests slower than a latency, which three stored
 quantiles cannot give, so they count raw spans per minute (exact, duplicates dropped) and
 sum the minutes of each window. What changed with an alert (a new ``service.version``,
-model or prompt version) compares the raw spans of its window with the window before.
+model or prompt version) compares the raw spans of the window in which its condition first held with the
+window before.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from agentlat.alerts.conditions import Interval, Observation, RatioStat, WindowStat, burn_rate, drift, floor, threshold
+from agentlat.alerts.message import iso, when
 from agentlat.alerts.rules import BurnRate, Drift, Floor, Rule
 from agentlat.store import SpanFilter, Store
 
@@ -90,18 +92,22 @@ class MetricSource:
         return data
 
     def changes(self, project: str, rule: Rule, values: Mapping[str, str], end: int, length: int) -> list[str]:
-        """Dimension values new in [end - length, end) against the window before, e.g.
-        ``new service.version 1.4.2 (before: 1.4.1)``; nothing when the window before had no spans."""
+        """Dimension values new in [end - length, end) against the window before, each with its first span's
+        time, e.g. ``new service.version 1.4.2 from 2026-11-29 12:03 UTC (before: 1.4.1)``; nothing when the
+        window before had no spans. ``end``: the end of the window in which the alert's condition first held,
+        so what is named began where the drift did."""
         where = SpanFilter(project, (end - 2 * length) * NS, end * NS, {**rule.match, **values})
-        rows = {bool(r["current"]): r for r in self.tables.dimension_values(where, (end - length) * NS)}
-        if True not in rows or False not in rows:
+        seen: dict[tuple[bool, str], dict[str, int]] = {}
+        for row in self.tables.dimension_values(where, (end - length) * NS):
+            seen.setdefault((bool(row["current"]), row["dimension"]), {})[row["value"]] = row["first_ns"]
+        if not any(now for now, _ in seen) or all(now for now, _ in seen):
             return []
         found = []
         for column, name in CHANGE_DIMENSIONS:
-            now, before = set(rows[True][column]) - {""}, set(rows[False][column]) - {""}
-            if now - before:
-                was = ", ".join(sorted(before)) or "none"
-                found.append(f"new {name} {', '.join(sorted(now - before))} (before: {was})")
+            now, before = seen.get((True, column), {}), seen.get((False, column), {})
+            if new := [v for v in now if v not in before]:
+                began = ", ".join(f"{v} from {when(iso(now[v] // NS))}" for v in new)
+                found.append(f"new {name} {began} (before: {', '.join(sorted(before)) or 'none'})")
         return found
 
 

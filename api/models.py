@@ -573,10 +573,26 @@ class SideValuesResponse(Answer):
     values: list[SideValue] = Field(description="the first seen first, so the newest release is last")
 
 
+class VersionSeen(Answer):
+    dimension: Literal["release", "prompt", "model"]
+    service: str
+    value: str
+    first_seen: str = Field(description="ISO-8601, UTC: its first span ever (as long as spans are kept)")
+    last_seen: str
+    new: bool = Field(description="first seen inside the window: a deploy marker")
+
+
+class VersionsResponse(Answer):
+    window: Window
+    filters: dict[str, str]
+    versions: list[VersionSeen] = Field(description="the first seen first")
+
+
 class CompareResponse(Answer):
     dimension: str = Field(description="release (service.version), model, prompt (agentlat.prompt.version) or time")
     a: str = Field(description="side A: a release, model or prompt version; for time, before `at`")
     b: str = Field(description="side B; for time, from `at` on")
+    at: str | None = Field(default=None, description="for time: the instant between the sides (ISO-8601, UTC)")
     window: Window
     filters: dict[str, str]
     unit: Literal["ms"]
@@ -584,6 +600,10 @@ class CompareResponse(Answer):
     metrics: dict[str, Comparison] = Field(description="ttft, itl, e2e")
     split: dict[str, Comparison] = Field(description="model, tool, orchestration: mean ms per analysed trace")
     tools: dict[str, Comparison] = Field(description="each tool's call duration")
+    began: list[VersionSeen] = Field(
+        description="releases, prompt versions and models first seen inside the window (for time: the nearest to "
+        "`at` first): what may have started the change"
+    )
 
 
 # --- /budgets --------------------------------------------------------------------------
@@ -820,6 +840,7 @@ ANSWERS: dict[str, type[Answer]] = {
     "GET /api/v1/cache": CacheResponse,
     "GET /api/v1/samples": SamplesResponse,
     "GET /api/v1/compare": CompareResponse,
+    "GET /api/v1/versions": VersionsResponse,
     "GET /api/v1/compare/values": SideValuesResponse,
     "GET /api/v1/traces": TracesResponse,
     "GET /api/v1/traces/{trace_id}": TraceResponse,

@@ -65,6 +65,17 @@ def _print(found: CompareResponse) -> None:
     if not console.is_terminal:
         console = Console(width=160, no_color=True, highlight=False)
     console.print(table(found))
+    _print_began(console, found)
+
+
+def _print_began(console: object, found: CompareResponse) -> None:
+    from agentlat.dashboard import comparison
+
+    lines = comparison.began(found)
+    if lines:
+        console.print("Began in the window:", style="bold")  # type: ignore[attr-defined]
+        for line in lines:
+            console.print(f"  {line}", markup=False)  # type: ignore[attr-defined]
 
 
 def table(found: CompareResponse) -> Table:

@@ -4,12 +4,14 @@ dashboard's Compare page and ``agentlat compare``. Pure: no streamlit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from agentlat.api.models import CompareResponse, Comparison
+from agentlat.api.models import CompareResponse, Comparison, VersionSeen
 from agentlat.dashboard import fmt
 
 VERDICTS = {"slower": "slower", "faster": "faster", "no_clear_change": "no clear change",
             "too_few_samples": "too few samples", "no_data": "no data"}  # fmt: skip
+MOST_BEGAN = 5  # the versions that began in the window, named under a comparison
 MIN_SAMPLES_NOTE = "An interval needs 30 / 200 / 1,000 samples a side for p50 / p95 / p99 (30 for a mean)"
 
 
@@ -57,3 +59,18 @@ def signed(value: float | None) -> str:
     if value is None:
         return fmt.DASH
     return ("+" if value > 0 else "-" if value < 0 else "±") + fmt.ms(abs(value))
+
+
+def began(found: CompareResponse) -> list[str]:
+    """The releases, prompt versions and models first seen inside the window (before and after an instant: the
+    nearest to it first, with how far from it), what may have started the change."""
+    return [_began(v, found.at) for v in found.began[:MOST_BEGAN]]
+
+
+def _began(v: VersionSeen, at: str | None) -> str:
+    text = f"{v.dimension} {v.value} of {v.service} first seen {fmt.utc_time(v.first_seen)}"
+    if at is None:
+        return text
+    seconds = (datetime.fromisoformat(v.first_seen.replace("Z", "+00:00")) - datetime.fromisoformat(
+        at.replace("Z", "+00:00"))).total_seconds()  # fmt: skip
+    return f"{text}, {fmt.duration(abs(seconds))} {'after' if seconds >= 0 else 'before'} the instant"

@@ -29,6 +29,7 @@ from agentlat.api.models import (
     TimeseriesPoint,
     TraceResponse,
     Verdict,
+    VersionSeen,
 )
 from agentlat.dashboard import fmt
 from agentlat.dashboard.budgets import STATUS_COLOURS
@@ -187,6 +188,33 @@ def _intervals(window: tuple[str, str], step: timedelta) -> list[datetime]:
     return [first + i * step for i in range(-(-(end - first) // step))]
 
 
+MARKER_COLOUR = "#6b7280"
+MOST_MARKERS = 12  # the newest; more would cover the chart
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A deploy marker: a release first seen at ``at`` (ISO-8601)."""
+
+    at: str
+    label: str
+    hover: str
+
+
+def deploy_markers(versions: Sequence[VersionSeen], apart_s: float = 60) -> list[Marker]:
+    """The versions first seen inside the window as markers, the newest ``MOST_MARKERS``; those first seen within
+    ``apart_s`` of the one before share its marker (two services deployed together read as one line)."""
+    markers: list[Marker] = []
+    for v in [v for v in versions if v.new][-MOST_MARKERS:]:
+        hover = f"{v.dimension} {v.value} of {v.service} first seen {fmt.utc_time(v.first_seen)}"
+        last = markers[-1] if markers else None
+        if last and (_instant(v.first_seen) - _instant(last.at)).total_seconds() < apart_s:
+            markers[-1] = Marker(last.at, f"{last.label}, {v.value}", f"{last.hover}<br>{hover}")
+        else:
+            markers.append(Marker(v.first_seen, f"release {v.value}", hover))
+    return markers
+
+
 def over_time(
     points: Sequence[TimeseriesPoint],
     metric: str,
@@ -194,12 +222,13 @@ def over_time(
     step_seconds: int,
     budgets: dict[str, float] | None = None,
     distribution: HeatmapResponse | None = None,
+    markers: Sequence[Marker] = (),
 ) -> go.Figure:
     """Above, p50/p95/p99 per interval (``/timeseries`` points, at the middle of their intervals) with budgets
     (percentile -> ms) as dashed lines; below, on the same time axis, how many values fell in each latency
     bucket (rows) per interval (``/heatmap``), as colour. Each point, and an invisible marker on each filled
     cell (Streamlit hears selections, which a heatmap trace does not make), carries its interval (start, end)
-    for a click to open."""
+    for a click to open. A deploy marker is a dotted line through both, labelled above."""
     step = timedelta(seconds=step_seconds)
     cells = heatmap_cells(distribution) if distribution else []
     rows = len(distribution.buckets) if cells and distribution else 0
@@ -231,6 +260,13 @@ def over_time(
     fig.update_yaxes(title_text=f"{metric} (ms)", ticksuffix=" ms", gridcolor="#eeeeee", rangemode="tozero", row=1)
     if rows and distribution:
         _add_distribution(fig, distribution, cells, metric, _intervals(window, step))
+    for marker in markers:
+        at = _instant(marker.at)
+        fig.add_shape(type="line", x0=at, x1=at, xref="x", yref="paper", y0=0, y1=1,
+                      line={"color": MARKER_COLOUR, "dash": "dot", "width": 1})  # fmt: skip
+        fig.add_annotation(x=at, xref="x", yref="paper", y=1, yanchor="top", xanchor="left", showarrow=False,
+                           text=marker.label, hovertext=marker.hover, bgcolor="rgba(255,255,255,0.85)",
+                           font={"size": 11, "color": MARKER_COLOUR})  # fmt: skip
     fig.update_xaxes(range=list(window))
     return _layout(fig, sum(heights) + 70 * (len(heights) - 1), hovermode="closest")
 

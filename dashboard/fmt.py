@@ -53,3 +53,14 @@ def change(current: float | None, previous: float | None) -> str | None:
 
 def count(value: int | None) -> str:
     return DASH if value is None else f"{value:,}"
+
+
+def duration(seconds: float) -> str:
+    """A length of time, as coarse as reads well: '45 s', '10 min', '2.5 h', '3 d'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f}".removesuffix(".0") + " h"
+    return f"{seconds / 86400:.1f}".removesuffix(".0") + " d"

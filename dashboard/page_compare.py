@@ -80,6 +80,9 @@ def render() -> None:
         return
     found: CompareResponse = ui.require(ui.fetch({"compare": compare_call(scope, dimension, **sides)})["compare"])
     st.markdown(headline(found))
+    if began := comparison.began(found):
+        st.markdown("**Began in the window**, what may have started it:\n" + "".join(
+            f"\n- {ui.escape(line)}" for line in began))  # fmt: skip
     rows = comparison.rows(found)
     if any(r.difference is not None for r in rows):
         st.plotly_chart(figures.difference_bars(rows), key="compare_chart")

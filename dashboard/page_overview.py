@@ -21,6 +21,7 @@ TILES = (
 )
 SERIES = {"e2e": "E2E", "ttft": "TTFT", "itl": "ITL"}
 PERCENTILES = ("p50", "p95", "p99")
+OVER_TIME = ("series", "heatmap", "releases")  # the calls of the chart over time, made when it is drawn
 
 
 def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
@@ -39,6 +40,7 @@ def calls(scope: Scope, now_s: int, series: str = "e2e") -> dict[str, Call]:
     over_time = {"metric": series, "step": step(scope.window), "window": scope.window, **filters}
     out["series"] = Call.of("/timeseries", **over_time)
     out["heatmap"] = Call.of("/heatmap", **over_time)
+    out["releases"] = Call.of("/versions", dimension="release", window=scope.window, **filters)
     return out
 
 
@@ -92,7 +94,7 @@ def _over_time(scope: Scope, book: BudgetBook, now_s: int) -> None:
     st.subheader("Over time")
     metric = url_segment("Metric", "series", list(SERIES), "e2e", format_func=SERIES.__getitem__)
     wanted = calls(scope, now_s, metric)
-    found = ui.fetch({k: wanted[k] for k in ("series", "heatmap")})
+    found = ui.fetch({k: wanted[k] for k in OVER_TIME})
     body = ui.require(found["series"])
     points: list[TimeseriesPoint] = body.series[0].points if body.series else []
     if not points:
@@ -104,14 +106,16 @@ def _over_time(scope: Scope, book: BudgetBook, now_s: int) -> None:
         ui.show_error(distribution)
         distribution = None
     window = (body.window.start, body.window.end)
-    chart = figures.over_time(points, SERIES[metric], window, body.step_seconds, budgets, distribution)
+    releases = found["releases"]
+    markers = [] if isinstance(releases, ApiError) else figures.deploy_markers(releases.versions)
+    chart = figures.over_time(points, SERIES[metric], window, body.step_seconds, budgets, distribution, markers)
     _open_clicked(st.plotly_chart(chart, key="over_time_chart", on_select="rerun", selection_mode="points"))
     minutes = body.step_seconds // 60
     st.caption(
         f"Above, p50, p95 and p99 per {minutes} min; below, how many {SERIES[metric]} values fell in each latency "
         f"bucket per {minutes} min, so a drifting tail shows as a shape (exact up to 128 values per interval, "
         "t-digest estimates beyond). From the per-minute rollups. Click a point or a cell to see that interval's "
-        "slowest traces."
+        "slowest traces." + (" A dotted line marks a release first seen then (service.version)." if markers else "")
     )
 
 
@@ -119,7 +123,7 @@ def render() -> None:
     scope = ui.scope()
     ui.title("Overview", scope)
     now_s = int(time.time()) // 10 * 10  # a few seconds of slack lets the previous window be cached
-    found = ui.fetch({k: v for k, v in calls(scope, now_s).items() if k not in ("series", "heatmap")})
+    found = ui.fetch({k: v for k, v in calls(scope, now_s).items() if k not in OVER_TIME})
     ui.require(found["now"])
     book = ui.budget_book(found["budgets"])
     if all(_row(found["now"], m) is None for m, _, _ in TILES):

@@ -13,6 +13,7 @@ import functools
 import importlib
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -118,6 +119,14 @@ def await_warm_up() -> None:
     """Wait for a warm-up still importing: two threads importing one package at once can fail (a deadlock error)."""
     if _warm_up is not None:
         _warm_up.join()
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def escape(text: str) -> str:
+    """``text`` to show as itself inside ``st.markdown`` (a service named ``my_bot`` is not italics)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 def require(result: A | ApiError) -> A:

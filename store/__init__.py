@@ -31,7 +31,7 @@ from agentlat.store.backends import (
 )
 from agentlat.store.cluster_ddl import CLUSTER_SETTINGS, cluster_statements
 from agentlat.store.compare import DIMENSIONS as COMPARE_DIMENSIONS
-from agentlat.store.compare import Sides
+from agentlat.store.compare import VERSION_DIMENSIONS, Sides
 from agentlat.store.keys import ApiKeyRecord, KeyAdmin
 from agentlat.store.maintenance import RollupMaintenance
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS, with_ttl
@@ -83,6 +83,7 @@ __all__ = [
     "SPAN_ARROW_SCHEMA",
     "TRACE_DIMENSIONS",
     "TRACE_ROW_SCHEMA",
+    "VERSION_DIMENSIONS",
     "AlertTables",
     "ApiKeyRecord",
     "ClickHouseBackend",

@@ -184,6 +184,11 @@ class AggregateReads:
         """The releases, models or prompt versions seen in the window, the first seen first (store/compare.py)."""
         return self._rows(*compare.side_values_sql(dimension, where))
 
+    def versions(self, dimensions: Sequence[str], where: SpanFilter) -> list[dict[str, Any]]:
+        """Releases, prompt versions or models seen in the window, per service, with when each was first seen
+        at all: a value first seen inside the window is a deploy marker (store/compare.py)."""
+        return self._rows(*compare.versions_sql(dimensions, where))
+
     def compare(self, sides: compare.Sides, where: SpanFilter) -> dict[str, Any]:
         """Two sides of one dimension (store/compare.py): TTFT, ITL and E2E at p50/p95/p99, the split's parts and
         each tool's duration, each side's figures and the difference B - A with its bootstrap interval."""

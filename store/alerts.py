@@ -125,16 +125,18 @@ def slow_counts_sql(where: SpanFilter, metric: str, by: Sequence[str], threshold
 
 
 def dimension_values_sql(where: SpanFilter, split_ns: int) -> tuple[str, Params]:
-    """Distinct service.version, model and prompt version before and from ``split_ns``."""
+    """Each service.version, model and prompt version before and from ``split_ns``, with its first span's time."""
     condition = " AND ".join([where.window_clause(), *where.equality_tests()])
     sql = f"""
-        SELECT Timestamp >= fromUnixTimestamp64Nano({{split_ns:Int64}}) AS current,
-               groupUniqArray(100)(ResourceAttributes['service.version']) AS service_version,
-               groupUniqArray(100)(Model) AS model,
-               groupUniqArray(100)(SpanAttributes['agentlat.prompt.version']) AS prompt_version
+        SELECT Timestamp >= fromUnixTimestamp64Nano({{split_ns:Int64}}) AS current, v.1 AS dimension, v.2 AS value,
+               toUnixTimestamp64Nano(min(Timestamp)) AS first_ns
         FROM otel_traces
-        WHERE {condition}
-        GROUP BY current
+        ARRAY JOIN [('service_version', {DIMENSIONS["release"]}), ('model', {DIMENSIONS["model"]}),
+                    ('prompt_version', {DIMENSIONS["prompt"]})] AS v
+        WHERE {condition} AND value != ''
+        GROUP BY current, dimension, value
+        ORDER BY first_ns, dimension, value
+        LIMIT 1000
     """
     return sql, {**where.params(), "split_ns": split_ns}
 

@@ -28,6 +28,8 @@ SHARDING_KEYS: dict[str, str] = {
     "agentlat_rollup_1h": "cityHash64(ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_rollup_1d": "cityHash64(ProjectId, Metric, Day, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_prefix_1m": "cityHash64(ProjectId, Minute, ServiceName, Route, Model, PrefixHash)",
+    # Each shard's view keeps its own spans' first and last times; reads take min and max over the shards.
+    "agentlat_versions": "cityHash64(ProjectId, Dimension, ServiceName, Route, Value)",
     # A trace's events sit on the shard of its spans (a duplicate has the same trace id).
     "agentlat_events": "cityHash64(TraceId)",
     "agentlat_metric_points": "cityHash64(PointId)",

@@ -15,6 +15,7 @@ the analysed traces the same way, and each tool's call duration per side.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentlat.store.backends import Params
@@ -83,6 +84,31 @@ def side_values_sql(dimension: str, where: SpanFilter) -> tuple[str, Params]:
         LIMIT 1000
     """
     return sql, where.params()
+
+
+VERSION_DIMENSIONS = ("release", "prompt", "model")  # kept in agentlat_versions, with when each was first seen
+VERSION_FILTERS = ("service", "route")  # the columns agentlat_versions keeps them by
+
+
+def versions_sql(dimensions: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
+    """Each release, prompt version or model of ``dimensions`` seen in the window, per service, with when it was
+    first and last seen at all (``agentlat_versions``), the first seen first. The service and route filters apply
+    (a route's first span of a release is when the release began serving it); the others do not."""
+    kept = SpanFilter(where.project, where.start_ns, where.end_ns, {
+        d: v for d, v in where.equals.items() if d in VERSION_FILTERS
+    })  # fmt: skip
+    tests = ["ProjectId = {project:String}", "Dimension IN {dimensions:Array(String)}", *kept.equality_tests()]
+    sql = f"""
+        SELECT Dimension AS dimension, ServiceName AS service, Value AS value,
+               toUnixTimestamp64Nano(min(FirstSeen)) AS first_ns, toUnixTimestamp64Nano(max(LastSeen)) AS last_ns
+        FROM agentlat_versions
+        WHERE {" AND ".join(tests)}
+        GROUP BY dimension, service, value
+        HAVING last_ns >= {{start_ns:Int64}} AND first_ns < {{end_ns:Int64}}
+        ORDER BY first_ns, dimension, service, value
+        LIMIT 1000
+    """
+    return sql, {**kept.params(), "dimensions": list(dimensions)}
 
 
 def metric_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentlat import semconv as sc
 from agentlat.store.rollup_sql import (
     ROLLUP_LEVELS,
     days_from_hours,
@@ -624,6 +625,39 @@ _ANSWER_TOOL_CALLS_COLUMN = "AnswerToolCallIds String DEFAULT '' CODEC(ZSTD(1)) 
 ANSWER_TOOL_CALLS_DDL = f"ALTER TABLE otel_traces ADD COLUMN IF NOT EXISTS {_ANSWER_TOOL_CALLS_COLUMN}"
 
 
+# Issue 40: when each release (service.version), prompt version and model was first and last seen, per service and
+# route, kept as spans arrive (a view of the inserts: no read of the spans), so a release new in any window is a deploy
+# marker, however long ago the one before it began. First and last seen are exact under duplicates (min, max).
+VERSIONS_DDL = """
+CREATE TABLE IF NOT EXISTS agentlat_versions (
+    ProjectId LowCardinality(String),
+    Dimension LowCardinality(String),
+    ServiceName LowCardinality(String),
+    Route LowCardinality(String),
+    Value String,
+    FirstSeen SimpleAggregateFunction(min, DateTime64(9)),
+    LastSeen SimpleAggregateFunction(max, DateTime64(9))
+)
+ENGINE = AggregatingMergeTree
+ORDER BY (ProjectId, Dimension, ServiceName, Route, Value)
+TTL toDate(LastSeen) + INTERVAL {ttl_days} DAY
+"""
+VERSIONS_SELECT = f"""
+SELECT ProjectId, v.1 AS Dimension, ServiceName, Route, v.2 AS Value,
+       min(Timestamp) AS FirstSeen, max(Timestamp) AS LastSeen
+FROM otel_traces
+ARRAY JOIN [('release', ResourceAttributes['service.version']),
+            ('prompt', SpanAttributes['{sc.PROMPT_VERSION}']), ('model', Model)] AS v
+WHERE v.2 != ''
+GROUP BY ProjectId, Dimension, ServiceName, Route, Value
+"""
+VERSIONS = (
+    VERSIONS_DDL,
+    "CREATE MATERIALIZED VIEW IF NOT EXISTS agentlat_versions_mv\nTO agentlat_versions AS" + VERSIONS_SELECT,
+    "INSERT INTO agentlat_versions" + VERSIONS_SELECT,  # the spans stored before the view
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -658,6 +692,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(20, "analysis rows: the spans that are a call seen again", (TRACE_SEEN_AGAIN_COLUMN,)),
     Migration(21, "spans: the tool calls a model's answer asked for", (ANSWER_TOOL_CALLS_DDL,)),
     Migration(22, "rollups: prompt-cache misses by reason, input tokens and cost of hits and misses", CACHE_ROLLUPS),
+    Migration(23, "releases, prompt versions and models: when each was first and last seen", VERSIONS),
 )
 
 LEDGER_DDL = """

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -59,12 +60,31 @@ def test_a_threshold_fires_on_the_slow_window_and_is_kept_in_the_store(embedded_
     [note] = step.notifications
     [alert] = note.payload["alerts"]
     assert (alert["value"], alert["reference"], alert["count"]) == (pytest.approx(900.0), 500.0, 200)
-    assert alert["changes"] == ["new service.version 1.4.2 (before: 1.4.1)"]
+    assert alert["changes"] == [f"new service.version 1.4.2 from {minute(E - 300)} (before: 1.4.1)"]
     assert alert["dashboard_url"] == "http://dash.example/?window=1h&route=%2Fr"
     events = embedded_store.alerts.events(p, E - 3600, E + 1)
     assert [(e["to_state"], e["count"]) for e in events] == [("firing", 200), ("pending", 200)]
     [queued] = embedded_store.alerts.undelivered([p])
     assert (queued["id"], queued["delivery"], json.loads(queued["payload"])["status"]) == (note.id, "pending", "firing")
+
+
+def minute(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def test_what_changed_is_named_where_the_condition_began_not_where_it_fired(embedded_store: Store) -> None:
+    """With ``for: 5m`` the alert fires a window after the release that slowed it: the window it fires on and
+    the one before both hold only 1.4.2, but the window it began in is the first of 1.4.2's."""
+    p = "ae-began"
+    load(embedded_store, series(p, E - 900, 10, 40, 100.0, service_version="1.4.1"),
+         series(p, E - 300, 15, 40, 900.0, service_version="1.4.2"))  # fmt: skip
+    rules = THRESHOLD.replace("min_samples: 100}", "min_samples: 100, for: 5m}")
+    ev = evaluator(embedded_store, p, rules)
+    assert moves(ev.evaluate(E)) == [("/r", "inactive", "pending")]
+    step = ev.evaluate(E + 300)
+    assert moves(step) == [("/r", "pending", "firing")]
+    [alert] = step.notifications[0].payload["alerts"]
+    assert alert["changes"] == [f"new service.version 1.4.2 from {minute(E - 300)} (before: 1.4.1)"]
 
 
 def test_too_few_samples_never_fire_and_never_resolve(embedded_store: Store) -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -57,6 +58,9 @@ def model_calls(start_ns: int, ttft_s: float, prompt_version: str) -> list[SpanS
                      attributes=attributes) for i in range(30)]  # fmt: skip
 
 
+SENT: dict[str, int] = {}  # when the slow prompt version's spans began (the alerting fixture sets it)
+
+
 @pytest.fixture(scope="module")
 def slack() -> Iterator[FakeSlack]:
     with fake_slack() as fake:
@@ -75,7 +79,8 @@ def alerting(tmp_path_factory: pytest.TempPathFactory, rules_file: Path, slack: 
     env = {"E2E_SLACK_URL": slack.url, "AGENTLAT_DASHBOARD_URL": DASHBOARD, "AGENTLAT_ROLLUP_SETTLE": "0.3"}
     proc = AlertingServer(tmp_path_factory.mktemp("alerting"), rules_file, env).start()
     minute = time.time_ns() // (60 * 10**9) * 60 * 10**9
-    spans = model_calls(minute - 450 * 10**9, 0.1, "v1") + model_calls(minute - 150 * 10**9, 0.9, "v2")
+    SENT["v2_start_s"] = minute // 10**9 - 150
+    spans = model_calls(minute - 450 * 10**9, 0.1, "v1") + model_calls(SENT["v2_start_s"] * 10**9, 0.9, "v2")
     response = httpx.post(f"{proc.url}/v1/traces", content=otlp_protobuf(spans),
                           headers={"Content-Type": "application/x-protobuf"}, timeout=30)  # fmt: skip
     assert response.status_code == 200, response.text
@@ -95,7 +100,9 @@ def test_the_firing_message_reaches_slack_with_text_blocks_and_a_dashboard_link(
     assert "30 samples in the 5m window ending" in text and f"`service={SERVICE}` `route=/e2e`" in text
     link = f"{DASHBOARD}/?window=1h&service={SERVICE}&route=%2Fe2e&series=ttft"
     assert section["accessory"]["url"] == link and f"<{link}|dashboard>" in message["text"]
-    assert changed["elements"][0]["text"] == "Changed with it: new agentlat.prompt.version v2 (before: v1)"
+    began = datetime.fromtimestamp(SENT["v2_start_s"], tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    expected = f"Changed with it: new agentlat.prompt.version v2 from {began} (before: v1)"
+    assert changed["elements"][0]["text"] == expected
     assert SECRET_PATH not in alerting.log()
 
 

@@ -86,6 +86,7 @@ RANGE_ROUTES = [
     "advice",
     "compare",
     "compare/values",
+    "versions",
     "traces",
     "metric_points",
 ]

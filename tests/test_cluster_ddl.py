@@ -47,6 +47,7 @@ EXPECTED_ENGINES = {
     "agentlat_migrations": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_migrations'})",
     "agentlat_events": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_events'})",
     "agentlat_metric_points": f"ReplicatedReplacingMergeTree({PATH % 'agentlat_metric_points'})",
+    "agentlat_versions": f"ReplicatedAggregatingMergeTree({PATH % 'agentlat_versions'})",
 }
 TRACE_TABLES = ("otel_traces", "otel_traces_trace_id_ts", "agentlat_traces", "agentlat_events")
 LEDGER = "INSERT INTO `agentlat`.agentlat_migrations (Version, Name)"  # a migration's ledger row
@@ -101,6 +102,15 @@ def test_the_view_reads_and_writes_local_tables() -> None:
     ]
 
 
+def test_the_versions_view_reads_and_writes_local_tables() -> None:
+    view = statement("CREATE MATERIALIZED VIEW IF NOT EXISTS `agentlat`.agentlat_versions_mv ON CLUSTER 'prod'")
+    assert "ARRAY JOIN [('release', ResourceAttributes['service.version'])" in view  # not a table
+    assert re.findall(r"(?:FROM|(?<!ARRAY )JOIN|TO) (\S+)", view) == [
+        "`agentlat`.agentlat_versions_local",
+        "`agentlat`.otel_traces_local",
+    ]
+
+
 def test_column_changes_reach_local_and_distributed_tables() -> None:
     added = [s for s in STATEMENTS if "ADD COLUMN IF NOT EXISTS IngestedAt" in s]
     assert [s.split(" ADD COLUMN")[0] for s in added] == [
@@ -138,6 +148,7 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         "`agentlat`.agentlat_rollup_1m",  # migration 22: minutes, hours, days with the prompt cache's metrics
         "`agentlat`.agentlat_rollup_1h",
         "`agentlat`.agentlat_rollup_1d",
+        "`agentlat`.agentlat_versions",  # migration 23: first and last seen of the spans stored before its view
     ]
     # ARRAY JOINs are left alone; the newest analyses of the traces found; the groups the minutes held
     traces = ["`agentlat`.agentlat_traces", "`agentlat`.agentlat_traces"]
@@ -164,13 +175,14 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         minutes,  # migration 22
         hours,
         ["`agentlat`.agentlat_rollup_1h"],
+        ["`agentlat`.otel_traces"],  # migration 23: versions (its ARRAY JOIN is no table)
     ]  # fmt: skip
     assert not any("ON CLUSTER" in s for s in backfills)
 
 
 def test_retention_is_filled_in() -> None:
     ttls = [re.search(r"\nTTL (.*)", s)[1] for s in STATEMENTS if "\nTTL " in s]
-    assert len(ttls) == 12 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
+    assert len(ttls) == 13 and all(ttl.endswith("+ INTERVAL 30 DAY") for ttl in ttls)
     assert not any("{ttl_days}" in s for s in STATEMENTS)
 
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from agentlat.api.windows import iso
 from agentlat.cli.dashboard import streamlit_command
 from agentlat.dashboard import fmt
 from agentlat.demo.runner import demo_file
@@ -255,6 +257,16 @@ def test_compare(page: Page, tmp_path_factory: pytest.TempPathFactory) -> None:
             charts=1,
         )
         expect(page.get_by_text("is +300 ms in B (2.0) against A (1.0): slower", exact=False).first).to_be_visible()
+        # the Overview marks where each release was first seen, on the chart over time
+        visit(page, f"{url}/?window=1h", "overview-releases", texts=["Over time"], charts=2)
+        expect(page.get_by_text("A dotted line marks a release first seen then", exact=False)).to_be_visible()
+        over_time = page.locator(".js-plotly-plot").nth(1)
+        for release in ("release 1.0", "release 2.0"):
+            expect(over_time.locator(".annotation-text", has_text=release)).to_be_visible()
+        at = iso(time.time_ns() - 30 * 60 * 10**9)  # 2.0 began 10 min after it
+        visit(page, f"{url}/compare?window=1h&dimension=time&at={at}", "compare-time", texts=["Compare"], charts=1)
+        expect(page.get_by_text("release 2.0 of shop first seen", exact=False)).to_be_visible()
+        expect(page.get_by_text("10 min after the instant", exact=False).first).to_be_visible()
 
 
 def selected_rows(page: Page) -> list[str]:

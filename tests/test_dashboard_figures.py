@@ -33,6 +33,7 @@ from agentlat.api.models import (
     TraceAnalysis,
     TraceResponse,
     TracesResponse,
+    VersionSeen,
 )
 from agentlat.api.windows import TimeRangeError
 from agentlat.cli.dashboard import streamlit_command
@@ -71,6 +72,15 @@ BUDGETS = BudgetsResponse.model_validate({
 )
 def test_ms(value: float | None, text: str) -> None:
     assert fmt.ms(value) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.4, "0 s"), (45, "45 s"), (89, "89 s"), (90, "2 min"), (600.4, "10 min"), (5399, "90 min"), (5400, "1.5 h"),
+     (7200, "2 h"), (172_799, "48 h"), (172_800, "2 d"), (302_400, "3.5 d")],
+)  # fmt: skip
+def test_duration(seconds: float, text: str) -> None:
+    assert fmt.duration(seconds) == text
 
 
 def test_share_and_change() -> None:
@@ -296,6 +306,36 @@ def test_percentile_lines_and_budget_lines() -> None:
     assert [s.y0 for s in fig.layout.shapes] == [150.0]
     assert fig.layout.annotations[0].text == "p95 budget 150 ms"
     assert "yaxis2" not in fig.layout  # no distribution: no second row
+
+
+def _seen(value: str, first: str, new: bool = True, service: str = "bot") -> VersionSeen:
+    return VersionSeen(dimension="release", service=service, value=value, first_seen=first, last_seen=first, new=new)
+
+
+def test_deploy_markers_are_releases_new_in_the_window_those_a_minute_apart_one_line() -> None:
+    versions = [
+        _seen("1.3", "2025-12-31T20:00:00Z", new=False),  # began before the window: no marker
+        _seen("1.4.1", "2025-12-31T23:20:00Z"),
+        _seen("2.0", "2025-12-31T23:20:30Z", service="api"),  # 30 s later: the same marker
+        _seen("1.4.2", "2025-12-31T23:40:00Z"),
+    ]
+    markers = figures.deploy_markers(versions)
+    assert [(m.at, m.label) for m in markers] == [
+        ("2025-12-31T23:20:00Z", "release 1.4.1, 2.0"), ("2025-12-31T23:40:00Z", "release 1.4.2"),
+    ]  # fmt: skip
+    assert markers[0].hover.split("<br>") == [
+        "release 1.4.1 of bot first seen 2025-12-31 23:20:00 UTC",
+        "release 2.0 of api first seen 2025-12-31 23:20:30 UTC",
+    ]
+    points = [TimeseriesPoint(t="2026-01-01T00:00:00Z", count=3, p50=1.0, p95=2.0, p99=3.0)]
+    fig = figures.over_time(points, "TTFT", CHART_WINDOW, 300, markers=markers)
+    lines = [s for s in fig.layout.shapes if s.line.dash == "dot"]
+    assert [(s.x0, s.yref, s.y0, s.y1) for s in lines] == [
+        (datetime(2025, 12, 31, 23, minute, tzinfo=UTC), "paper", 0, 1) for minute in (20, 40)
+    ]
+    assert [a.text for a in fig.layout.annotations] == ["release 1.4.1, 2.0", "release 1.4.2"]
+    many = [_seen(f"0.{i}", f"2025-12-31T23:{i:02d}:00Z") for i in range(20)]
+    assert [m.label for m in figures.deploy_markers(many)] == [f"release 0.{i}" for i in range(8, 20)]  # the newest 12
 
 
 def test_distribution_cells_on_the_same_time_axis() -> None:

@@ -147,3 +147,6 @@ def assert_the_new_release_is_found_slower(server: ServerProcess) -> None:
     assert body["metrics"]["e2e"]["a"]["count"] > 0 and body["metrics"]["e2e"]["b"]["count"] > 0, body["metrics"]
     search = body["tools"]["search"]["differences"][0]  # the same in both releases
     assert abs(search["difference"]) < 150, search
+    releases = server.get("/api/v1/versions", dimension="release", service="support-bot", window="1h").json()
+    found = sorted((v["value"], v["new"]) for v in releases["versions"])
+    assert found == [("1.4.1", True), ("1.4.2", True)], releases  # both began with the demo: two deploy markers

@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from starlette.concurrency import run_in_threadpool
 
-from agentlat.api.models import CompareResponse, SideValuesResponse
+from agentlat.api.models import CompareResponse, SideValuesResponse, VersionsResponse
 from agentlat.api.windows import iso, parse_instant
 from agentlat.server.routes.deps import QUERY_ERRORS, Filter, StoreDep, require_exact_window, window_of
 from agentlat.shared.measures import DEFAULT_MIN_SAMPLES
-from agentlat.store import COMPARE_DIMENSIONS, Sides
+from agentlat.store import COMPARE_DIMENSIONS, VERSION_DIMENSIONS, Sides, SpanFilter, Store
 
 router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
 
@@ -32,16 +32,48 @@ async def compare(
     sides = _sides(dimension, a, b, at, where.start_ns, where.end_ns)
     require_exact_window(where, "compare")
     found = await run_in_threadpool(store.compare, sides, where)
+    began = [v for v in await run_in_threadpool(_versions, store, list(VERSION_DIMENSIONS), where) if v["new"]]
+    if dimension == "time":
+        began.sort(key=lambda v: abs(parse_instant(v["first_seen"], "first_seen") - sides.at_ns))
     return {
         "dimension": dimension,
         "a": a if dimension != "time" else f"before {iso(sides.at_ns)}",
         "b": b if dimension != "time" else f"from {iso(sides.at_ns)}",
+        "at": iso(sides.at_ns) if dimension == "time" else None,
         "window": window_of(where),
         "filters": where.equals,
         "unit": "ms",
         "min_samples": {**DEFAULT_MIN_SAMPLES, "mean": DEFAULT_MIN_SAMPLES["p50"]},
         **found,
+        "began": began,
     }
+
+
+@router.get(
+    "/versions",
+    summary="releases, prompt versions and models seen in the window, with when each was first seen: deploy markers",
+    response_model=VersionsResponse,
+)
+async def versions(
+    store: StoreDep,
+    where: Filter,
+    dimension: Annotated[
+        list[str], Query(description=f"any of {list(VERSION_DIMENSIONS)}, repeated or comma-separated")
+    ] = ["release", "prompt"],  # noqa: B006
+) -> dict[str, Any]:
+    asked = list(dict.fromkeys(d.strip() for item in dimension for d in item.split(",") if d.strip()))
+    if not asked or set(asked) - set(VERSION_DIMENSIONS):
+        raise HTTPException(400, f"dimension={','.join(dimension)!r}: choose from {list(VERSION_DIMENSIONS)}")
+    found = await run_in_threadpool(_versions, store, asked, where)
+    return {"window": window_of(where), "filters": where.equals, "versions": found}
+
+
+def _versions(store: Store, dimensions: list[str], where: SpanFilter) -> list[dict[str, Any]]:
+    return [
+        {"dimension": r["dimension"], "service": r["service"], "value": r["value"], "first_seen": iso(r["first_ns"]),
+         "last_seen": iso(r["last_ns"]), "new": r["first_ns"] >= where.start_ns}
+        for r in store.versions(dimensions, where)
+    ]  # fmt: skip
 
 
 @router.get(
