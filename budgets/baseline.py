@@ -73,6 +73,11 @@ def _number(raw: str) -> str | float:
         return raw
 
 
+def group_name(dimension: str, name: str) -> str:
+    """How a results file names a route's or an agent's samples: ``route /chat``, ``agent planner``."""
+    return f"{dimension} {name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Wanted:
     """One check to make: a percentile of a group's latency, with the samples it needs on each side."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentlat.api.client import DEFAULT_API, ApiClient
+from agentlat.budgets.baseline import DEFAULT_MARGIN
 from agentlat.cli.common import ApiOpt, fail
 
 if TYPE_CHECKING:
@@ -103,10 +104,14 @@ def check(
     margin: Annotated[
         str,
         typer.Option("--margin", help="How much slower than the baseline is allowed: 10% (of its value) or 50ms."),
-    ] = "10%",
+    ] = DEFAULT_MARGIN,
     release: Annotated[
         str | None,
-        typer.Option("--release", help="With --baseline: compare only this release's spans (service.version)."),
+        typer.Option(
+            "--release",
+            help="Compare (and save) only this release's spans (service.version) against the baseline; "
+            "the budgets themselves read every release.",
+        ),
     ] = None,
     save_results: Annotated[
         Path | None,
@@ -156,35 +161,39 @@ def against_baseline(
 ) -> BaselineReport | None:
     """The budgeted percentiles of the checked window against the baseline's (None without a baseline),
     after saving the window's samples when asked."""
-    from agentlat.api.windows import iso, parse_duration, parse_instant
-    from agentlat.budgets.baseline import BaselineReport, Wanted, check_against, load_results
+    from agentlat.budgets.baseline import BaselineReport, Wanted, check_against, group_name
     from agentlat.budgets.baseline import save_results as save
 
-    wanted = [
-        Wanted(f"{v.dimension} {v.name}", v.metric, v.percentile, v.min_samples) for v in report.verdicts if not v.ratio
-    ]
-    current = fetch_samples(client, budgets, wanted, {"start": span["start"], "end": span["end"], "release": release})
+    latencies = [v for v in report.verdicts if not v.ratio]
+    wanted = [Wanted(group_name(v.dimension, v.name), v.metric, v.percentile, v.min_samples) for v in latencies]
+    asked = {(v.dimension, v.metric) for v in latencies}
+    current = fetch_samples(client, budgets, asked, {"start": span["start"], "end": span["end"], "release": release})
     if save_results is not None:
         save(save_results, current, "agentlat budget check", span)
     if baseline is None:
         return None
-    if baseline.startswith(RELEASE_BASELINE):
-        named = baseline.removeprefix(RELEASE_BASELINE)
-        when = {"window": BASELINE_RELEASE_WINDOW, "end": span["end"], "release": named}
-        before, against = (
-            fetch_samples(client, budgets, wanted, when),
-            f"release {named} (last {BASELINE_RELEASE_WINDOW})",
-        )
-    elif Path(baseline).exists() or not _is_duration(baseline):
-        before, against = load_results(Path(baseline)), f"results file {baseline}"
-    else:
-        start_ns = parse_instant(span["start"], "start")
-        before_start = iso(start_ns - parse_duration(baseline, "--baseline") * 1_000_000_000)
-        when = {"start": before_start, "end": span["start"]}
-        before, against = fetch_samples(client, budgets, wanted, when), f"the {baseline} before"
+    before, against = baseline_samples(client, budgets, asked, span, baseline)
     if release:
         against += f", now release {release}"
     return BaselineReport(against, margin, tuple(check_against(current, before, wanted, margin)))
+
+
+def baseline_samples(
+    client: ApiClient, budgets: Budgets, asked: set[tuple[str, str]], span: dict[str, str], baseline: str
+) -> tuple[Samples, str]:
+    """The baseline's samples and what it is: a release's spans, the window before, or a results file."""
+    from agentlat.api.windows import iso, parse_duration, parse_instant
+    from agentlat.budgets.baseline import load_results
+
+    if baseline.startswith(RELEASE_BASELINE):
+        named = baseline.removeprefix(RELEASE_BASELINE)
+        when = {"window": BASELINE_RELEASE_WINDOW, "end": span["end"], "release": named}
+        return fetch_samples(client, budgets, asked, when), f"release {named} (last {BASELINE_RELEASE_WINDOW})"
+    if Path(baseline).exists() or not _is_duration(baseline):
+        return load_results(Path(baseline)), f"results file {baseline}"
+    start_ns = parse_instant(span["start"], "start")
+    when = {"start": iso(start_ns - parse_duration(baseline, "--baseline") * 1_000_000_000), "end": span["start"]}
+    return fetch_samples(client, budgets, asked, when), f"the {baseline} before the window"
 
 
 def _is_duration(text: str) -> bool:
@@ -198,16 +207,17 @@ def _is_duration(text: str) -> bool:
     return True
 
 
-def fetch_samples(client: ApiClient, budgets: Budgets, wanted: list[Any], when: dict[str, str | None]) -> Samples:
-    """The values (``/api/v1/samples``) of each latency the checks need, per budgeted route or agent."""
-    groups = {w.group for w in wanted}
+def fetch_samples(
+    client: ApiClient, budgets: Budgets, asked: set[tuple[str, str]], when: dict[str, str | None]
+) -> Samples:
+    """The values (``/api/v1/samples``) of each (dimension, latency) asked, per route or agent."""
+    from agentlat.budgets.baseline import group_name
+
     found: dict[str, dict[str, list[float]]] = {}
-    for dimension, metric in dict.fromkeys((w.group.split(" ", 1)[0], w.metric) for w in wanted):
+    for dimension, metric in sorted(asked):
         body = client.get("/api/v1/samples", metric=metric, group_by=dimension, service=budgets.service, **when)
         for row in body.rows:
-            group = f"{dimension} {row.group[dimension]}"
-            if group in groups:
-                found.setdefault(group, {})[metric] = row.values
+            found.setdefault(group_name(dimension, row.group[dimension]), {})[metric] = row.values
     return found
 
 

@@ -26,10 +26,13 @@ class By(StrEnum):
     agent = "agent"
     model = "model"
     tool = "tool"
+    release = "release"
+    prompt = "prompt"
 
 
 # The latency of each unit a dimension counts (its own duration), by the API's metric names.
-OWN_LATENCY = {By.route: "e2e", By.agent: "agent", By.model: "model", By.tool: "tool"}
+OWN_LATENCY = {By.route: "e2e", By.agent: "agent", By.model: "model", By.tool: "tool", By.release: "e2e",
+               By.prompt: "model"}  # fmt: skip
 # Where the split is known: traces keep route and agent, not model or tool.
 SPLIT_BY = (By.route, By.agent)
 PARTS = ("model", "tool", "orchestration")
@@ -38,7 +41,12 @@ LEVELS = ("p50", "p95", "p99")
 
 def top(
     api: ApiOpt = DEFAULT_API,
-    by: Annotated[By, typer.Option("--by", help="One row per route, agent, model or tool.")] = By.route,
+    by: Annotated[
+        By,
+        typer.Option(
+            "--by", help="One row per route, agent, model, tool, release (service.version) or prompt version."
+        ),
+    ] = By.route,
     window: Annotated[str, typer.Option("--window", help="Trailing window to read, e.g. 15m, 1h, 24h.")] = "1h",
     service: Annotated[str | None, typer.Option("--service", help="Only this service.")] = None,
     watch: Annotated[
@@ -46,8 +54,8 @@ def top(
     ] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON, for scripts.")] = False,
 ) -> None:
-    """Per route (or --by agent, model, tool): count, TTFT and latency at p50/p95/p99, and the split of E2E into
-    model, tool and orchestration time."""
+    """Per route (or --by agent, model, tool, release, prompt): count, TTFT and latency at p50/p95/p99, and the
+    split of E2E into model, tool and orchestration time (per route and agent)."""
 
     def once() -> dict[str, Any]:
         with ApiClient(api) as client:

@@ -1,6 +1,6 @@
-"""Routes & models: every route, agent, model and tool with its count, p50/p95/p99 of each
-metric, prompt-cache hit rate, speculative acceptance and error rate; sortable, and each row
-opens its traces."""
+"""Routes & models: every route, agent, model, tool, release and prompt version with its count, p50/p95/p99 of
+each metric, prompt-cache hit rate, speculative acceptance and error rate; sortable, and each row opens its
+traces."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ from agentlat.dashboard import fmt, ui
 from agentlat.dashboard.budgets import BudgetBook, colour
 from agentlat.dashboard.state import Scope, url_segment, url_select
 
-DIMENSIONS = {"route": "Routes", "agent": "Agents", "model": "Models", "tool": "Tools"}
-UNITS = {"route": "requests", "agent": "runs", "model": "calls", "tool": "calls"}
+DIMENSIONS = {"route": "Routes", "agent": "Agents", "model": "Models", "tool": "Tools", "release": "Releases",
+              "prompt": "Prompt versions"}  # fmt: skip
+UNITS = {"route": "requests", "agent": "runs", "model": "calls", "tool": "calls", "release": "requests",
+         "prompt": "calls"}  # fmt: skip
+FROM_SPANS = ("release", "prompt")  # not kept in the rollups: read exactly from the spans
 METRIC_LABELS = {
     "e2e": "E2E",
     "ttft": "TTFT",
@@ -40,7 +43,8 @@ def calls(scope: Scope, dimension: str = "route") -> dict[str, Call]:
             "/dimensions",
             dimension=dimension,
             group_by="service",  # a route two services serve is two rows
-            source="rollups",  # percentiles from the per-minute digests: cost grows with minutes, not spans
+            # percentiles from the per-minute digests (cost grows with minutes, not spans), where they are kept
+            source="spans" if dimension in FROM_SPANS else "rollups",
             window=scope.window,
             service=scope.service,
             route=scope.route,

@@ -16,7 +16,7 @@ from agentlat.dashboard import figures, fmt, ui
 from agentlat.dashboard.state import INTERVAL_KEYS, Scope, url_segment, url_text, url_value
 
 SORTS = {"slowest": "Slowest", "recent": "Most recent"}
-FILTERS = ("agent", "model", "tool")
+FILTERS = ("agent", "model", "tool", "release", "prompt")  # release: service.version; prompt: its version
 LIMIT = 50
 TRACE_COLUMNS = {
     "start": "started (UTC)",

@@ -472,12 +472,16 @@ DIMENSION_UNITS: dict[str, str] = {
     "agent": "Role = 'agent'",  # agent runs
     "model": CLIENT_MODEL,  # client model calls
     "tool": TOOL_CALL,  # tool calls
+    "release": "ParentSpanId = ''",  # requests its service served (not kept in the rollups: from the spans)
+    "prompt": CLIENT_MODEL,  # model calls with the prompt version (from the spans too)
 }
 DIMENSION_METRICS: dict[str, tuple[str, ...]] = {
     "route": ("e2e", "ttft", "itl", "model", "tool"),
     "agent": ("agent", "ttft", "itl", "model", "tool"),
     "model": ("model", "ttft", "itl", "decode"),
     "tool": ("tool",),
+    "release": ("e2e", "ttft", "itl", "model", "tool"),
+    "prompt": ("ttft", "itl", "model", "decode"),
 }
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,3 +32,12 @@ def embedded_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     store = open_store(tmp_path_factory.mktemp("embedded") / "data")
     yield store
     store.close()
+
+
+@pytest.fixture(autouse=True)
+def keep_main_module() -> Iterator[None]:
+    """AppTest runs a page as this process's ``__main__`` and leaves it there. A process pool a later test
+    spawns (decode workers) would re-run that page in each worker: put the real one back."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main

@@ -80,24 +80,27 @@ EXPECTED = [
 ]
 
 
-def _baselines(server: ServerProcess, tmp_path: Path) -> dict[str, list[str]]:
+def _baselines(server: ServerProcess, tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    """Each kind of baseline: the arguments, and what the report says it was."""
     saved = tmp_path / "release-1.0.json"
     made = check(server, tmp_path, "--window", "2h", "--release", "1.0", "--save-results", str(saved))
     assert made.returncode == 0, made.stdout + made.stderr
+    release = ["--window", "2h", "--release", "2.0"]
     return {
-        "release": ["--window", "2h", "--release", "2.0", "--baseline", "release:1.0"],
-        "window before": ["--window", "30m", "--baseline", "1h"],  # 2.0 started 20 min ago, 1.0 50 min ago
-        "results file": ["--window", "2h", "--release", "2.0", "--baseline", str(saved)],
+        "release": ([*release, "--baseline", "release:1.0"], "release 1.0 (last 7d), now release 2.0"),
+        "window before": (["--window", "30m", "--baseline", "1h"], "the 1h before the window"),  # 2.0 began 20 min ago
+        "results file": ([*release, "--baseline", str(saved)], f"results file {saved}, now release 2.0"),
     }
 
 
 def test_each_kind_of_baseline_finds_the_same_regressions(server: ServerProcess, tmp_path: Path) -> None:
-    for kind, args in _baselines(server, tmp_path).items():
+    for kind, (args, against) in _baselines(server, tmp_path).items():
         result = check(server, tmp_path, *args, "--format", "json")
         assert result.returncode == 1, (kind, result.stdout + result.stderr)
         assert _checks(result) == EXPECTED, kind
         body = json.loads(result.stdout)
         assert body["status"] == "pass" and body["baseline"]["status"] == "regression"  # the budgets themselves pass
+        assert body["baseline"]["against"] == against
         assert body["baseline"]["counts"] == {"regression": 2, "insufficient": 0, "pass": 0, "no_baseline": 0}
         for found in body["baseline"]["checks"]:
             assert found["low"] > found["allowed"] and found["low"] <= found["difference"] <= found["high"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -38,15 +37,6 @@ pytestmark = pytest.mark.slow
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 OpenPage = Callable[..., AppTest]
-
-
-@pytest.fixture(autouse=True)
-def keep_main_module() -> Iterator[None]:
-    """AppTest runs a page as this process's ``__main__`` and leaves it there. A process pool a later test
-    spawns (decode workers) would re-run that page in each worker: put the real one back."""
-    main = sys.modules["__main__"]
-    yield
-    sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="module")

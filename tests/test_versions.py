@@ -5,6 +5,7 @@ and last seen are the earliest and latest start of a span carrying it, as the te
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from tests.fake_llm_fixtures import export_to
 from tests.servers import AGENTLAT, ServerProcess, wait_for
 from tests.span_tables import span_batch
 from tests.test_compare_api import MINUTE, _spans
+from tests.test_dashboard_apptest import opener
 from tests.test_trace_analysis_e2e import FAST
 
 
@@ -125,3 +127,55 @@ def test_the_cli_names_what_began_nearest_the_instant(sent: tuple[ServerProcess,
     lines = result.stdout.split("Began in the window:\n", 1)[1].splitlines()
     assert lines[0] == f"  release 2.0 of shop first seen {began}, 10 min after the instant"
     assert lines[1].startswith("  model m-2 of shop first seen") and len(lines) == 5  # the nearest five of six
+
+
+def test_releases_and_prompt_versions_are_dimensions_read_from_the_spans(sent: tuple[ServerProcess, list]) -> None:
+    proc, _ = sent
+    body = proc.get("/api/v1/dimensions", dimension="release", window="2h").json()
+    assert body["source"] == "spans"  # any window: the rollups do not keep releases
+    found = {r["name"]: (r["count"], r["metrics"]["e2e"]["p50"], r["metrics"]["ttft"]["p50"]) for r in body["rows"]}
+    assert found == {"1.0": (40, 1195.0, 119.5), "2.0": (40, 1495.0, 169.5)}
+    prompts = proc.get("/api/v1/dimensions", dimension="prompt", window="2h").json()["rows"]
+    assert {r["name"]: (r["count"], r["metrics"]["ttft"]["p50"]) for r in prompts} == {
+        "v3": (40, 119.5),
+        "v4": (40, 169.5),
+    }
+    refused = proc.get("/api/v1/dimensions", dimension="release", source="rollups", window="2h")
+    assert refused.status_code == 400 and "not kept in rollups" in refused.json()["error"]["message"]
+    slowest = proc.get("/api/v1/traces", release="2.0", window="2h", sort="slowest", limit=100).json()["traces"]
+    assert len(slowest) == 40 and slowest[0]["duration_ms"] == pytest.approx(1300.0 + 390)
+
+
+def test_the_routes_page_lists_releases_and_links_their_traces(
+    sent: tuple[ServerProcess, list], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc, _ = sent
+    at = opener(proc.url, monkeypatch)("page_routes.py", dim="release")
+    [frame] = [element.value for element in at.dataframe]
+    assert list(frame["release"]) == ["1.0", "2.0"] and list(frame["requests"]) == [40, 40]
+    assert list(frame["E2E p50"]) == [1195.0, 1495.0]
+    assert list(frame["traces"])[1] == "traces?window=1h&service=shop&release=2.0&sort=slowest"
+    assert any("exact, from raw spans" in c.value for c in at.caption)
+
+
+def test_top_by_release(sent: tuple[ServerProcess, list]) -> None:
+    proc, _ = sent
+    result = subprocess.run([AGENTLAT, "top", "--by", "release", "--window", "2h", "--json", "--api", proc.url],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert (body["by"], body["latency"]) == ("release", "e2e")
+    rows = {r["name"]: (r["count"], r["latency_ms"]["p50"], r["ttft_ms"]["p50"], r["split"]) for r in body["rows"]}
+    assert rows == {"1.0": (40, 1195.0, 119.5, None), "2.0": (40, 1495.0, 169.5, None)}
+
+
+def test_the_trace_explorer_filters_by_release(
+    sent: tuple[ServerProcess, list], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc, _ = sent
+    at = opener(proc.url, monkeypatch)("page_traces.py", release="2.0", sort="slowest")
+    [box] = [t for t in at.text_input if t.label == "Release"]
+    assert box.value == "2.0"
+    listed = at.dataframe[0].value
+    assert len(listed) == 40  # release 2.0's traces only, of the 80
+    assert min(listed["E2E"]) == pytest.approx(1300.0)  # 2.0's E2E: 1300 + 10 i ms

@@ -1,5 +1,5 @@
-"""``GET /api/v1/dimensions``: per route, agent, model or tool, counts, percentiles, cache hits,
-speculation and errors (the dashboard's routes and models table)."""
+"""``GET /api/v1/dimensions``: per route, agent, model, tool, release or prompt version, counts, percentiles,
+cache hits, speculation and errors (the dashboard's routes and models table)."""
 
 from typing import Annotated, Any
 
@@ -39,7 +39,7 @@ def _rows(found: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any
 
 @router.get(
     "/dimensions",
-    summary="per route, agent, model or tool: percentiles, cache hits, speculation, errors",
+    summary="per route, agent, model, tool, release or prompt version: percentiles, cache hits, speculation, errors",
     response_model=DimensionsResponse,
     response_model_exclude_unset=True,  # a row's service only with group_by=service
 )
