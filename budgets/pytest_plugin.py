@@ -388,8 +388,9 @@ class Measurement:
 
     @property
     def status(self) -> str:
-        found = {c.status for c in self.checks}
-        return next((s for s in ("breach", "insufficient", "pass") if s in found), "measured")
+        """breach, insufficient, slower (than the baseline), pass, or measured (nothing judged)."""
+        found = {c.status for c in self.checks} | {"slower" for c in self.against if c.status == "regression"}
+        return next((s for s in ("breach", "insufficient", "slower", "pass") if s in found), "measured")
 
     def lines(self) -> list[str]:
         """Per metric with samples or a budget: count, p50/p95/p99, and its budgets' verdicts."""
@@ -511,7 +512,8 @@ def summary(results: Sequence[Measurement], against: Against | None) -> str:
     checks = [(r, c) for r in results for c in r.checks]
     found = {c.status for _, c in checks}
     status = next((s for s in ("breach", "insufficient") if s in found), "pass")
-    lines = [f"### agentlat latency budgets: {_MD_STATUS[status]}", "", f"{len(results)} tests measured", ""]
+    measured = f"{len(results)} test{'s' if len(results) != 1 else ''} measured"
+    lines = [f"### agentlat latency budgets: {_MD_STATUS[status]}", "", measured, ""]
     if checks:
         lines += ["| status | test | check | runs |", "|---|---|---|---|"]
         lines += [f"| {_MD_STATUS[c.status]} | `{r.test}` | {c.describe()} | {r.runs} |" for r, c in checks]

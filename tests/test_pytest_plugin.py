@@ -405,9 +405,10 @@ def test_a_branch_slower_than_main_fails_and_the_summary_says_by_how_much(agent:
         "slower than the baseline over 30 runs:",
         "  TTFT p50 10 ms → * ms (+* ms, 95% interval +* ms to +* ms), more than the margin 1 ms (against main.json)",
         "  E2E p50 11 ms → * more than the margin 1.1 ms (against main.json)",
+        "SLOWER       test_chat.py::test_chat (30 runs)",
     ])  # fmt: skip
     summary = (agent.path / "summary.md").read_text()
-    assert "### agentlat latency budgets: ✅ pass" in summary
+    assert "### agentlat latency budgets: ✅ pass\n\n1 test measured\n" in summary
     assert "### agentlat against the baseline: ❌ slower" in summary
     assert "against results file main.json · margin 10% · 3 slower, 0 insufficient data, 0 passed" in summary
     assert "| ❌ slower | `test_chat.py::test_chat` | TTFT p50 | 10 ms |" in summary
