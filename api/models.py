@@ -559,6 +559,22 @@ class Comparison(Answer):
     differences: list[Difference]
 
 
+class LeverSide(Answer):
+    count: int = Field(description="model calls (the ratios: those reporting both token counts), traces or tool calls")
+    value: float | None = Field(description="the ratio, or the mean; null without values")
+
+
+class LeverChange(Answer):
+    unit: Literal["ratio", "tokens", "ms"]
+    a: LeverSide
+    b: LeverSide
+    statistic: Literal["ratio", "mean"]
+    difference: float | None = Field(description="B minus A, in `unit`")
+    low: float | None = Field(description="the 95 % bootstrap interval's low end; null with too few samples")
+    high: float | None
+    status: Literal["higher", "lower", "no_clear_change", "too_few_samples", "no_data"]
+
+
 class SideValue(Answer):
     value: str
     spans: int
@@ -600,6 +616,12 @@ class CompareResponse(Answer):
     metrics: dict[str, Comparison] = Field(description="ttft, itl, e2e")
     split: dict[str, Comparison] = Field(description="model, tool, orchestration: mean ms per analysed trace")
     tools: dict[str, Comparison] = Field(description="each tool's call duration")
+    levers: dict[str, LeverChange] = Field(
+        description="what moved with it: cache_hit_rate and spec_acceptance (token-weighted, over the model calls; "
+        "an interval needs 20 calls a side), output_tokens (a call), serial_tools_ms (what running a trace's "
+        "independent tools in parallel would save), dispatch_delay_ms (a streamed tool call's wait after its "
+        "arguments were complete)"
+    )
     began: list[VersionSeen] = Field(
         description="releases, prompt versions and models first seen inside the window (for time: the nearest to "
         "`at` first): what may have started the change"

@@ -65,6 +65,7 @@ def _print(found: CompareResponse) -> None:
     if not console.is_terminal:
         console = Console(width=160, no_color=True, highlight=False)
     console.print(table(found))
+    console.print(lever_table(found))
     _print_began(console, found)
 
 
@@ -95,4 +96,19 @@ def table(found: CompareResponse) -> Table:
         verdict = f"[{style}]{row.verdict}[/]" if style else row.verdict
         grid.add_row(row.figure, fmt.ms(row.a), fmt.ms(row.b), comparison.signed(row.difference), row.interval,
                      row.samples, verdict)  # fmt: skip
+    return grid
+
+
+def lever_table(found: CompareResponse) -> Table:
+    """What moved with the latency: each lever's A, B and B - A with its interval."""
+    from rich.table import Table
+
+    from agentlat.dashboard import comparison
+
+    grid = Table(title="What moved with it", title_justify="left", header_style="bold")
+    for name, justify in (("lever", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"),
+                          ("95 % interval", "right"), ("samples A / B", "right"), ("verdict", "left")):  # fmt: skip
+        grid.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in comparison.lever_rows(found):
+        grid.add_row(row.lever, row.a, row.b, row.difference, row.interval, row.samples, row.verdict)
     return grid

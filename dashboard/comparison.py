@@ -6,11 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from agentlat.api.models import CompareResponse, Comparison, VersionSeen
+from agentlat.api.models import CompareResponse, Comparison, LeverChange, VersionSeen
 from agentlat.dashboard import fmt
 
 VERDICTS = {"slower": "slower", "faster": "faster", "no_clear_change": "no clear change",
-            "too_few_samples": "too few samples", "no_data": "no data"}  # fmt: skip
+            "too_few_samples": "too few samples", "no_data": "no data",
+            "higher": "higher", "lower": "lower"}  # fmt: skip
+LEVER_NAMES = {"cache_hit_rate": "cache hit rate", "spec_acceptance": "speculative acceptance",
+               "output_tokens": "output tokens (a call)", "serial_tools_ms": "serial tools (a trace)",
+               "dispatch_delay_ms": "dispatch delay (a tool call)"}  # fmt: skip
 MOST_BEGAN = 5  # the versions that began in the window, named under a comparison
 MIN_SAMPLES_NOTE = "An interval needs 30 / 200 / 1,000 samples a side for p50 / p95 / p99 (30 for a mean)"
 
@@ -74,3 +78,47 @@ def _began(v: VersionSeen, at: str | None) -> str:
     seconds = (datetime.fromisoformat(v.first_seen.replace("Z", "+00:00")) - datetime.fromisoformat(
         at.replace("Z", "+00:00"))).total_seconds()  # fmt: skip
     return f"{text}, {fmt.duration(abs(seconds))} {'after' if seconds >= 0 else 'before'} the instant"
+
+
+@dataclass(frozen=True, slots=True)
+class LeverRow:
+    """One lever that may have moved with the latency, its values written in its unit."""
+
+    lever: str
+    a: str
+    b: str
+    difference: str
+    interval: str
+    samples: str
+    verdict: str
+
+
+def lever_rows(found: CompareResponse) -> list[LeverRow]:
+    """What moved with the latency: the prompt cache's hit rate, speculative acceptance, output length, serial tools
+    and dispatch delay, each side's value and B - A with its interval."""
+    return [
+        LeverRow(LEVER_NAMES.get(name, name), _in_unit(c.a.value, c.unit), _in_unit(c.b.value, c.unit),
+                 _change(c.difference, c.unit), _lever_interval(c), f"{c.a.count:,} / {c.b.count:,}",
+                 VERDICTS[c.status])
+        for name, c in found.levers.items()
+    ]  # fmt: skip
+
+
+def _in_unit(value: float | None, unit: str) -> str:
+    if value is None:
+        return fmt.DASH
+    return fmt.share(value) if unit == "ratio" else fmt.ms(value) if unit == "ms" else f"{value:,.1f}"
+
+
+def _change(value: float | None, unit: str) -> str:
+    """B - A with its sign: a ratio's in percentage points, tokens as a count, ms as elsewhere."""
+    if value is None:
+        return fmt.DASH
+    if unit == "ms":
+        return signed(value)
+    sign = "+" if value > 0 else "-" if value < 0 else "±"
+    return f"{sign}{abs(value) * 100:.1f} pts" if unit == "ratio" else f"{sign}{abs(value):,.1f}"
+
+
+def _lever_interval(c: LeverChange) -> str:
+    return fmt.DASH if c.low is None else f"{_change(c.low, c.unit)} to {_change(c.high, c.unit)}"

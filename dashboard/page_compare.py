@@ -89,6 +89,18 @@ def render() -> None:
     frame = table(found)
     st.dataframe(frame, hide_index=True, width="stretch", height=ROW_PX * (len(frame) + 1) + 3)  # every row shown
     st.caption(f"Exact, from the spans; intervals from a bootstrap over them. {comparison.MIN_SAMPLES_NOTE}.")
+    st.subheader("What moved with it")
+    levers = pd.DataFrame.from_records([
+        {"lever": r.lever, "A": r.a, "B": r.b, "B - A": r.difference, "95 % interval": r.interval,
+         "samples A / B": r.samples, "verdict": r.verdict}
+        for r in comparison.lever_rows(found)
+    ])  # fmt: skip
+    st.dataframe(levers, hide_index=True, width="stretch", height=ROW_PX * (len(levers) + 1) + 3)
+    st.caption(
+        "Cache hit rate and speculative acceptance: token-weighted over the model calls reporting both counts "
+        "(an interval needs 20 a side). Serial tools: what running a trace's independent tools in parallel would "
+        "save. Dispatch delay: a streamed tool call's wait after its arguments were complete."
+    )
 
 
 if __name__ == "__main__":

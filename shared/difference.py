@@ -85,3 +85,53 @@ def percentile_comparison(
 
 def mean_comparison(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     return compare_values(a, b, ("mean",), {"mean": MEAN_MIN_SAMPLES})
+
+
+# --- the levers that move with latency: higher or lower, not slower or faster ----------------------------
+DIRECTIONS = {"slower": "higher", "faster": "lower"}  # a lever's difference above or below 0, surely
+
+
+def mean_change(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """A lever's mean on each side (output tokens a call, ms a trace) and B - A with its interval, ``higher`` or
+    ``lower`` when the interval leaves out 0."""
+    found = mean_comparison(a, b)
+    [difference] = found["differences"]
+    side = {k: {"count": found[k]["count"], "value": found[k]["mean"]} for k in ("a", "b")}
+    return {**side, **_direction(difference)}
+
+
+def ratio_change(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]], minimum: int) -> dict[str, Any]:
+    """A ratio of sums on each side (cache-read over input tokens of the calls reporting both), and B - A with a
+    95 % interval from resampling each side's calls, as ``mean_change`` says it; too few samples below
+    ``minimum`` calls a side."""
+    rng = np.random.default_rng(SEED)
+    left, right = (np.asarray(pairs, dtype=float).reshape(-1, 2) for pairs in (a, b))
+    side = {k: {"count": int(v.shape[0]), "value": _ratio(v)} for k, v in (("a", left), ("b", right))}
+    found: dict[str, Any] = {"statistic": "ratio", "difference": None, "low": None, "high": None}
+    if side["a"]["value"] is None or side["b"]["value"] is None:
+        return {**side, **found, "status": "no_data"}
+    found["difference"] = side["b"]["value"] - side["a"]["value"]
+    if min(left.shape[0], right.shape[0]) < minimum:
+        return {**side, **found, "status": "too_few_samples"}
+    spread = _ratios(right, rng) - _ratios(left, rng)
+    low, high = (float(x) for x in np.percentile(spread, (2.5, 97.5)))
+    status = "higher" if low > 0 else "lower" if high < 0 else "no_clear_change"
+    return {**side, **found, "low": low, "high": high, "status": status}
+
+
+def _ratio(pairs: np.ndarray) -> float | None:
+    total = pairs[:, 1].sum() if pairs.size else 0.0
+    return float(pairs[:, 0].sum() / total) if total > 0 else None
+
+
+def _ratios(pairs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The ratio of sums over ``RESAMPLES`` resamples of the pairs (from a random ``BOOTSTRAP_CAP`` beyond)."""
+    if pairs.shape[0] > BOOTSTRAP_CAP:
+        pairs = pairs[rng.choice(pairs.shape[0], BOOTSTRAP_CAP, replace=False)]
+    drawn = pairs[rng.integers(0, pairs.shape[0], size=(RESAMPLES, pairs.shape[0]))]
+    totals = drawn[:, :, 1].sum(axis=1)
+    return np.divide(drawn[:, :, 0].sum(axis=1), totals, out=np.zeros(RESAMPLES), where=totals > 0)
+
+
+def _direction(difference: dict[str, Any]) -> dict[str, Any]:
+    return {**difference, "status": DIRECTIONS.get(difference["status"], difference["status"])}

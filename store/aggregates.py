@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from agentlat.shared.difference import mean_comparison, percentile_comparison
+from agentlat.shared.difference import mean_change, mean_comparison, percentile_comparison, ratio_change
+from agentlat.shared.measures import RATIO_MIN_SAMPLES
 from agentlat.store import advice, cache_report, compare, queries
 from agentlat.store.backends import Backend, Params
 from agentlat.store.queries import SpanFilter
@@ -73,6 +74,18 @@ class PercentileRow:
     p95: float
     p99: float
     mean: float
+
+
+def _levers(calls: dict[str, dict[str, Any]], traces: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each of ``compare.LEVERS`` compared between the sides: ratios over the model calls' token pairs (as many
+    calls a side as a hit rate needs), means of the rest, each with its unit."""
+    found = {}
+    for lever, (unit, source) in compare.LEVERS.items():
+        rows = calls if source == "calls" else traces
+        a, b = (rows.get(side, {}).get(lever) or [] for side in ("a", "b"))
+        change = ratio_change(a, b, RATIO_MIN_SAMPLES) if unit == "ratio" else mean_change(a, b)
+        found[lever] = {"unit": unit, **change}
+    return found
 
 
 class AggregateReads:
@@ -199,6 +212,7 @@ class AggregateReads:
         tools: dict[str, dict[str, list[float]]] = {}
         for row in self._rows(*compare.tool_values_sql(sides, where)):
             tools.setdefault(row["tool"], {})[row["side"]] = row["values"]
+        calls = {row["side"]: row for row in self._rows(*compare.call_lever_values_sql(sides, where))}
         return {
             "metrics": {
                 m: percentile_comparison(values.get((m, "a"), []), values.get((m, "b"), [])) for m in compare.COMPARED
@@ -211,4 +225,5 @@ class AggregateReads:
                 tool: percentile_comparison(by_side.get("a", []), by_side.get("b", []))
                 for tool, by_side in sorted(tools.items())
             },
+            "levers": _levers(calls, split),
         }

@@ -21,13 +21,19 @@ from dataclasses import dataclass
 from agentlat.store.backends import Params
 from agentlat.store.queries import DIMENSIONS as SPAN_DIMENSIONS
 from agentlat.store.queries import METRICS, TRACE_DIMENSIONS, SpanFilter
-from agentlat.store.rollup_sql import FINAL_SETTINGS, TOOL_CALL
+from agentlat.store.rollup_sql import CLIENT_MODEL, FINAL_SETTINGS, TOOL_CALL
 
 # What a side is, by dimension: a span's column or attribute equal to the side's value.
 SIDE_COLUMNS = {dimension: SPAN_DIMENSIONS[dimension] for dimension in ("release", "model", "prompt")}
 DIMENSIONS = (*SIDE_COLUMNS, "time")  # "time": before an instant against from it on
 COMPARED = ("ttft", "itl", "e2e")
 SPLIT_PARTS = {"model": "ModelMs", "tool": "ToolMs", "orchestration": "OrchestrationMs"}
+# The levers that move with latency, compared beside it: name -> (unit, read from the model calls or the traces).
+# Ratios of token sums over the calls, output tokens a call, ms a trace (serial independent tools) and a streamed
+# tool call (dispatch delay).
+LEVERS = {"cache_hit_rate": ("ratio", "calls"), "spec_acceptance": ("ratio", "calls"),
+          "output_tokens": ("tokens", "calls"), "serial_tools_ms": ("ms", "traces"),
+          "dispatch_delay_ms": ("ms", "traces")}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +139,16 @@ def metric_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
 
 def split_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
     """Per side: the critical path's model, tool and orchestration ms of each analysed trace with a complete
-    split, starting in the window."""
+    split, starting in the window; and two of its levers: what running its independent tools in parallel would
+    save (ms a trace) and each streamed tool call's dispatch delay."""
     trace_filters = {d: v for d, v in where.equals.items() if d in TRACE_DIMENSIONS}
     traces = SpanFilter(where.project, where.start_ns, where.end_ns, trace_filters)
     condition = " AND ".join([traces.window_clause("Start"), *traces.equality_tests(), "SplitComplete = 1"])
     side, source = _by_trace(sides, where, "agentlat_traces", "Start")
     columns = ", ".join(f"groupArray({column}) AS {part}" for part, column in SPLIT_PARTS.items())
+    columns += (
+        ", groupArray(ParallelSavingMs) AS serial_tools_ms, groupArrayArray(DispatchDelaysMs) AS dispatch_delay_ms"
+    )
     sql = f"""
         SELECT {side} AS side, {columns} FROM {source}
         WHERE {condition} AND side != ''
@@ -146,6 +156,26 @@ def split_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
         {FINAL_SETTINGS}
     """
     return sql, {**traces.params(), **sides.params()}
+
+
+def call_lever_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
+    """Per side, of the model calls on the side: output tokens, and the (cache-read, input) and (accepted,
+    proposed) token pairs of the calls reporting both: the levers whose ratios and means move with TTFT and ITL."""
+    condition = " AND ".join([where.window_clause(), *where.equality_tests(), CLIENT_MODEL])
+    pair = "[toFloat64(assumeNotNull({0})), toFloat64(assumeNotNull({1}))]"
+    sql = f"""
+        SELECT {sides.of_span()} AS side,
+               groupArrayIf(toFloat64(assumeNotNull(OutputTokens)), isNotNull(OutputTokens)) AS output_tokens,
+               groupArrayIf({pair.format("CacheReadTokens", "InputTokens")},
+                            isNotNull(CacheReadTokens) AND InputTokens > 0) AS cache_hit_rate,
+               groupArrayIf({pair.format("SpecAcceptedTokens", "SpecProposedTokens")},
+                            isNotNull(SpecAcceptedTokens) AND SpecProposedTokens > 0) AS spec_acceptance
+        FROM otel_traces FINAL
+        WHERE {condition} AND side != ''
+        GROUP BY side
+        {FINAL_SETTINGS}
+    """
+    return sql, {**where.params(), **sides.params()}
 
 
 def tool_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agentlat.shared.difference import BOOTSTRAP_CAP, mean_comparison, percentile_comparison
+from agentlat.shared.difference import BOOTSTRAP_CAP, mean_change, mean_comparison, percentile_comparison, ratio_change
 
 
 def _by_statistic(found: dict) -> dict[str, dict]:
@@ -54,3 +54,29 @@ def test_one_store_gives_one_answer() -> None:
     rng = np.random.default_rng(3)
     a, b = rng.normal(100, 10, 500), rng.normal(103, 10, 500)
     assert percentile_comparison(a, b) == percentile_comparison(a, b)
+
+
+def test_a_ratio_of_sums_moves_lower_with_its_interval() -> None:
+    found = ratio_change([(800, 1000)] * 40, [(200, 1000)] * 40, 20)
+    assert (found["a"], found["b"]) == ({"count": 40, "value": 0.8}, {"count": 40, "value": 0.2})
+    assert (found["statistic"], found["status"]) == ("ratio", "lower")
+    assert found["difference"] == pytest.approx(-0.6) and found["low"] == found["high"] == pytest.approx(-0.6)
+
+
+def test_a_ratio_weighs_each_call_by_its_tokens() -> None:
+    # 900 of 1,000 and 0 of 9,000: 900 / 10,000 = 9 %, not the calls' mean of 45 %
+    found = ratio_change([(900, 1000), (0, 9000)] * 10, [(900, 1000), (0, 9000)] * 10, 20)
+    assert found["a"]["value"] == pytest.approx(0.09) and found["difference"] == pytest.approx(0.0)
+    assert found["status"] == "no_clear_change" and found["low"] <= 0 <= found["high"]
+
+
+def test_a_ratio_from_too_few_calls_or_none() -> None:
+    few = ratio_change([(1, 2)] * 10, [(1, 4)] * 10, 20)
+    assert (few["difference"], few["low"], few["status"]) == (pytest.approx(-0.25), None, "too_few_samples")
+    assert ratio_change([], [(1, 4)] * 30, 20)["status"] == "no_data"
+
+
+def test_a_lever_mean_reads_higher_not_slower() -> None:
+    found = mean_change([float(i) for i in range(40)], [i + 200.0 for i in range(40)])
+    assert (found["a"]["value"], found["b"]["count"]) == (19.5, 40)
+    assert (found["difference"], found["status"]) == (pytest.approx(200.0), "higher")

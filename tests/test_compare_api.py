@@ -2,10 +2,12 @@
 
 Release 1.0 (model m-1, prompt v3): 40 traces, i = 0..39, starting 50 min ago: E2E 1000 + 10 i ms, a model call
 1-301 ms with TTFT 100 + i ms, then tool ``search`` for 200 ms. Release 2.0 (model m-2, prompt v4): 40 traces
-starting 20 min ago, TTFT 150 + i, the tool 500 ms, E2E 1300 + 10 i. So B - A is 50 ms of TTFT at every
-percentile, 300 ms of E2E and of the tool, and in the split 0 ms of model time, 300 of tool time and 0 of
-orchestration (E2E - 300 - tool, 500 + 10 i on both sides). Every dimension (release, model, prompt version,
-before and after 35 min ago) splits the same traces the same way, so each gives the same answer.
+starting 20 min ago, TTFT 150 + i, the tool 500 ms, E2E 1300 + 10 i. Each model call reads 1,000 input tokens,
+800 of them from the cache in 1.0 and 200 in 2.0, and answers 100 + i output tokens in 1.0, 300 + i in 2.0.
+So B - A is 50 ms of TTFT at every percentile, 300 ms of E2E and of the tool, and in the split 0 ms of model
+time, 300 of tool time and 0 of orchestration (E2E - 300 - tool, 500 + 10 i on both sides); the hit rate 0.6
+lower, 200 output tokens more a call. Every dimension (release, model, prompt version, before and after 35 min
+ago) splits the same traces the same way, so each gives the same answer.
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ RELEASES = {  # side: (version, model, prompt, minutes ago, TTFT base, tool ms, 
     "a": ("1.0", "m-1", "v3", 50, 100.0, 200.0, 1000.0),
     "b": ("2.0", "m-2", "v4", 20, 150.0, 500.0, 1300.0),
 }
+LEVERS = {"a": (800, 100), "b": (200, 300)}  # side: cache-read of 1,000 input tokens, output tokens base (+ i)
 
 
 def _spans(side: str) -> list[ReadableSpan]:
     version, model, prompt, ago, ttft, tool_ms, e2e = RELEASES[side]
+    cached, output = LEVERS[side]
     memory = InMemorySpanExporter()
     resource = Resource.create({"service.name": "shop", "service.version": version})
     provider = TracerProvider(resource=resource)
@@ -57,6 +61,8 @@ def _spans(side: str) -> list[ReadableSpan]:
         call = tracer.start_span(f"chat {model}", inside, SpanKind.CLIENT, start_time=start + MS, attributes={
             "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.response.model": model,
             "gen_ai.response.time_to_first_chunk": (ttft + i) / 1000, "agentlat.prompt.version": prompt, **route,
+            "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.cache_read.input_tokens": cached,
+            "gen_ai.usage.output_tokens": output + i,
         })  # fmt: skip
         call.end(end_time=start + 301 * MS)
         search = tracer.start_span("execute_tool search", context=inside, start_time=start + 301 * MS, attributes={
@@ -143,6 +149,21 @@ def test_two_sides_differ_by_what_was_timed(server: ServerProcess, dimension: st
     assert body["split"]["tool"]["a"]["mean"] == pytest.approx(200.0)
     assert _differences(body["tools"]["search"])["p50"] == (pytest.approx(300.0), "slower")
     assert body["min_samples"] == {"p50": 30, "p95": 200, "p99": 1000, "mean": 30}
+    levers = body["levers"]
+    hits = levers["cache_hit_rate"]  # 800 of 1,000 tokens against 200: -0.6, from 40 calls a side
+    assert (hits["unit"], hits["statistic"], hits["a"], hits["b"]) == (
+        "ratio", "ratio", {"count": N, "value": pytest.approx(0.8)}, {"count": N, "value": pytest.approx(0.2)},
+    )  # fmt: skip
+    assert (hits["difference"], hits["status"]) == (pytest.approx(-0.6), "lower")
+    assert hits["low"] == pytest.approx(-0.6) and hits["high"] == pytest.approx(-0.6)  # every call alike: no spread
+    output = levers["output_tokens"]  # 100 + i against 300 + i: +200 a call
+    assert (output["a"]["value"], output["difference"], output["status"]) == (
+        pytest.approx(119.5), pytest.approx(200.0), "higher",
+    )  # fmt: skip
+    assert levers["spec_acceptance"]["status"] == "no_data"  # no call proposed draft tokens
+    serial = levers["serial_tools_ms"]  # one tool a trace: nothing to run in parallel on either side
+    assert (serial["a"]["count"], serial["difference"], serial["status"]) == (N, 0.0, "no_clear_change")
+    assert levers["dispatch_delay_ms"]["status"] == "no_data"  # no streamed tool calls
 
 
 def test_a_side_with_no_spans_has_no_figures(server: ServerProcess) -> None:
@@ -190,6 +211,10 @@ def test_the_cli_prints_each_difference_and_the_apis_answer_as_json(server: Serv
     assert rows["tool time (mean a trace)"][:3] == ["200 ms", "500 ms", "+300 ms"]
     assert rows["model time (mean a trace)"][2:] == ["±0.00 ms", "±0.00 ms to ±0.00 ms", "40 / 40", "no clear change"]
     assert rows["tool search p50"][2] == "+300 ms"
+    assert rows["cache hit rate"] == ["80.0%", "20.0%", "-60.0 pts", "-60.0 pts to -60.0 pts", "40 / 40", "lower"]
+    assert rows["output tokens (a call)"][:3] == ["119.5", "319.5", "+200.0"]
+    assert rows["output tokens (a call)"][5] == "higher"
+    assert rows["speculative acceptance"] == ["—", "—", "—", "—", "0 / 0", "no data"]
     as_json = json.loads(_agentlat(*ask, "--json").stdout)
     served = server.get("/api/v1/compare", dimension="release", a="1.0", b="2.0", route="/chat", window="2h").json()
     assert {**as_json, "window": None} == {**served, "window": None}  # the same answer, a moment apart

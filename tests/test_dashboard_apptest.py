@@ -397,6 +397,13 @@ def test_compare_two_models_says_each_difference_and_how_sure_it_is(page: OpenPa
     bars = chart["data"][0]
     assert dict(zip(bars["y"], bars["x"], strict=True))["E2E p50"] == pytest.approx(-595.0)
     assert set(bars["marker"]["color"]) == {figures.VERDICT_COLOURS["too_few_samples"]}
+    levers = {row["lever"]: row for row in at.dataframe[1].value.to_dict("records")}
+    # m1's 20 first calls read 250 of 1,000 tokens from the cache on every other one: 12.5 %; m2's 10, 1,800 of 2,000
+    hits = levers["cache hit rate"]
+    assert [hits[k] for k in ("A", "B", "B - A", "samples A / B", "verdict")] == [
+        "12.5%", "90.0%", "+77.5 pts", "20 / 10", "too few samples",  # an interval needs 20 calls a side
+    ]  # fmt: skip
+    assert [levers["speculative acceptance"][k] for k in ("A", "B", "verdict")] == ["—", "70.0%", "no data"]
 
 
 def test_compare_needs_two_values(page: OpenPage) -> None:

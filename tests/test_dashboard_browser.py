@@ -253,7 +253,22 @@ def test_compare(page: Page, tmp_path_factory: pytest.TempPathFactory) -> None:
             f"{url}/compare?window=1h&route=%2Fchat&dimension=release&a=1.0&b=2.0",
             "compare",
             texts=["Compare"],
-            cells=["TTFT p50", "+50.0 ms", "slower", "tool search p50", "+300 ms", "too few samples", "40 / 40"],
+            cells=[
+                "TTFT p50",
+                "+50.0 ms",
+                "slower",
+                "tool search p50",
+                "+300 ms",
+                "too few samples",
+                "40 / 40",
+                "cache hit rate",
+                "80.0%",
+                "20.0%",
+                "-60.0 pts",
+                "lower",
+                "output tokens (a call)",
+                "+200.0",
+            ],
             charts=1,
         )
         expect(page.get_by_text("is +300 ms in B (2.0) against A (1.0): slower", exact=False).first).to_be_visible()
