@@ -4,7 +4,6 @@ dashboard's Compare page and ``agentlat compare``. Pure: no streamlit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from agentlat.api.models import CompareResponse, Comparison, LeverChange, VersionSeen
 from agentlat.dashboard import fmt
@@ -75,8 +74,7 @@ def _began(v: VersionSeen, at: str | None) -> str:
     text = f"{v.dimension} {v.value} of {v.service} first seen {fmt.utc_time(v.first_seen)}"
     if at is None:
         return text
-    seconds = (datetime.fromisoformat(v.first_seen.replace("Z", "+00:00")) - datetime.fromisoformat(
-        at.replace("Z", "+00:00"))).total_seconds()  # fmt: skip
+    seconds = (fmt.instant(v.first_seen) - fmt.instant(at)).total_seconds()
     return f"{text}, {fmt.duration(abs(seconds))} {'after' if seconds >= 0 else 'before'} the instant"
 
 

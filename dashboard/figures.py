@@ -143,10 +143,6 @@ def _mean(stats: MeanStats | None) -> float:
     return (stats.mean if stats else None) or 0.0
 
 
-def _instant(iso: str) -> datetime:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
-
-
 def _iso(instant: datetime) -> str:
     return instant.isoformat().replace("+00:00", "Z")
 
@@ -174,7 +170,7 @@ class Cell:
 def heatmap_cells(body: HeatmapResponse) -> list[Cell]:
     step = timedelta(seconds=body.step_seconds)
     return [
-        Cell(column.t, _iso(_instant(column.t) + step), row, n, column.exact)
+        Cell(column.t, _iso(fmt.instant(column.t) + step), row, n, column.exact)
         for column in body.columns
         for row, n in enumerate(column.counts)
         if n
@@ -183,7 +179,7 @@ def heatmap_cells(body: HeatmapResponse) -> list[Cell]:
 
 def _intervals(window: tuple[str, str], step: timedelta) -> list[datetime]:
     """The starts of the intervals of ``step`` (aligned as the API aligns them) that overlap ``window``."""
-    first, end = _instant(window[0]), _instant(window[1])
+    first, end = fmt.instant(window[0]), fmt.instant(window[1])
     first -= timedelta(seconds=first.timestamp() % step.total_seconds())
     return [first + i * step for i in range(-(-(end - first) // step))]
 
@@ -208,7 +204,7 @@ def deploy_markers(versions: Sequence[VersionSeen], apart_s: float = 60) -> list
     for v in [v for v in versions if v.new][-MOST_MARKERS:]:
         hover = f"{v.dimension} {v.value} of {v.service} first seen {fmt.utc_time(v.first_seen)}"
         last = markers[-1] if markers else None
-        if last and (_instant(v.first_seen) - _instant(last.at)).total_seconds() < apart_s:
+        if last and (fmt.instant(v.first_seen) - fmt.instant(last.at)).total_seconds() < apart_s:
             markers[-1] = Marker(last.at, f"{last.label}, {v.value}", f"{last.hover}<br>{hover}")
         else:
             markers.append(Marker(v.first_seen, f"release {v.value}", hover))
@@ -234,8 +230,8 @@ def over_time(
     rows = len(distribution.buckets) if cells and distribution else 0
     heights = [320, 40 + HEATMAP_ROW_PX * rows] if rows else [320]
     fig = make_subplots(rows=len(heights), shared_xaxes=True, row_heights=heights, vertical_spacing=70 / sum(heights))
-    centres = [_instant(p.t) + step / 2 for p in points]
-    intervals = [[p.t, _iso(_instant(p.t) + step)] for p in points]
+    centres = [fmt.instant(p.t) + step / 2 for p in points]
+    intervals = [[p.t, _iso(fmt.instant(p.t) + step)] for p in points]
     for name in ("p50", "p95", "p99"):
         fig.add_scatter(
             name=name,
@@ -261,7 +257,7 @@ def over_time(
     if rows and distribution:
         _add_distribution(fig, distribution, cells, metric, _intervals(window, step))
     for marker in markers:
-        at = _instant(marker.at)
+        at = fmt.instant(marker.at)
         fig.add_shape(type="line", x0=at, x1=at, xref="x", yref="paper", y0=0, y1=1,
                       line={"color": MARKER_COLOUR, "dash": "dot", "width": 1})  # fmt: skip
         fig.add_annotation(x=at, xref="x", yref="paper", y=1, yanchor="top", xanchor="left", showarrow=False,
@@ -275,7 +271,7 @@ def _add_distribution(
     fig: go.Figure, body: HeatmapResponse, cells: list[Cell], metric: str, intervals: list[datetime]
 ) -> None:
     step = timedelta(seconds=body.step_seconds)
-    filled = {_instant(c.t): c.counts for c in body.columns}
+    filled = {fmt.instant(c.t): c.counts for c in body.columns}
     rows = range(len(body.buckets))
     labels = [bucket_label(b.lower_ms, b.upper_ms) for b in body.buckets]
     fig.add_heatmap(
@@ -292,7 +288,7 @@ def _add_distribution(
         col=1,
     )
     fig.add_scatter(
-        x=[_instant(c.start) + step / 2 for c in cells],
+        x=[fmt.instant(c.start) + step / 2 for c in cells],
         y=[c.row for c in cells],
         mode="markers",
         marker={"size": HEATMAP_ROW_PX, "opacity": 0, "symbol": "square"},

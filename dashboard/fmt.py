@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 DASH = "—"
 
@@ -33,6 +34,11 @@ def share(value: float | None) -> str:
 def saving(value: float | None) -> str:
     """A saving as the decrease it is: 410 -> '-410 ms' (a leading minus, so a metric's delta points down)."""
     return DASH if value is None or math.isnan(value) else f"-{ms(abs(value))}"
+
+
+def instant(iso: str) -> datetime:
+    """An ISO-8601 time as the API writes it ('...Z') as an aware datetime."""
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
 
 
 def utc_time(iso: str) -> str:

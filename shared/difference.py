@@ -38,12 +38,17 @@ def _measure(values: np.ndarray, statistic: str, axis: int | None = None) -> Any
 
 
 def _bootstrap(values: np.ndarray, statistics: Sequence[str], rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Each statistic over ``RESAMPLES`` resamples of ``values`` (drawn once for them all; from a random
-    ``BOOTSTRAP_CAP`` of the values beyond that many, which widens the interval rather than narrowing it)."""
-    if values.size > BOOTSTRAP_CAP:
-        values = rng.choice(values, BOOTSTRAP_CAP, replace=False)
-    drawn = values[rng.integers(0, values.size, size=(RESAMPLES, values.size))]
+    """Each statistic over ``RESAMPLES`` resamples of ``values`` (drawn once for them all)."""
+    drawn = _resampled(values, rng)
     return {s: _measure(drawn, s, axis=1) for s in statistics}
+
+
+def _resampled(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``RESAMPLES`` resamples of ``rows`` (values, or pairs), shape (RESAMPLES, n, ...): drawn with replacement
+    from a random ``BOOTSTRAP_CAP`` of them beyond that many, which widens the interval rather than narrowing it."""
+    if rows.shape[0] > BOOTSTRAP_CAP:
+        rows = rng.choice(rows, BOOTSTRAP_CAP, replace=False, axis=0)
+    return rows[rng.integers(0, rows.shape[0], size=(RESAMPLES, rows.shape[0]))]
 
 
 def compare_values(
@@ -125,10 +130,8 @@ def _ratio(pairs: np.ndarray) -> float | None:
 
 
 def _ratios(pairs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The ratio of sums over ``RESAMPLES`` resamples of the pairs (from a random ``BOOTSTRAP_CAP`` beyond)."""
-    if pairs.shape[0] > BOOTSTRAP_CAP:
-        pairs = pairs[rng.choice(pairs.shape[0], BOOTSTRAP_CAP, replace=False)]
-    drawn = pairs[rng.integers(0, pairs.shape[0], size=(RESAMPLES, pairs.shape[0]))]
+    """The ratio of sums over ``RESAMPLES`` resamples of the pairs."""
+    drawn = _resampled(pairs, rng)
     totals = drawn[:, :, 1].sum(axis=1)
     return np.divide(drawn[:, :, 0].sum(axis=1), totals, out=np.zeros(RESAMPLES), where=totals > 0)
 

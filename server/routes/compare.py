@@ -32,9 +32,8 @@ async def compare(
     sides = _sides(dimension, a, b, at, where.start_ns, where.end_ns)
     require_exact_window(where, "compare")
     found = await run_in_threadpool(store.compare, sides, where)
-    began = [v for v in await run_in_threadpool(_versions, store, list(VERSION_DIMENSIONS), where) if v["new"]]
-    if dimension == "time":
-        began.sort(key=lambda v: abs(parse_instant(v["first_seen"], "first_seen") - sides.at_ns))
+    nearest = sides.at_ns if dimension == "time" else None
+    began = [v for v in await run_in_threadpool(_versions, store, list(VERSION_DIMENSIONS), where, nearest) if v["new"]]
     return {
         "dimension": dimension,
         "a": a if dimension != "time" else f"before {iso(sides.at_ns)}",
@@ -68,11 +67,17 @@ async def versions(
     return {"window": window_of(where), "filters": where.equals, "versions": found}
 
 
-def _versions(store: Store, dimensions: list[str], where: SpanFilter) -> list[dict[str, Any]]:
+def _versions(
+    store: Store, dimensions: list[str], where: SpanFilter, nearest_ns: int | None = None
+) -> list[dict[str, Any]]:
+    """The versions seen in the window, the first seen first (or, given ``nearest_ns``, the nearest to it first)."""
+    rows = store.versions(dimensions, where)
+    if nearest_ns is not None:
+        rows.sort(key=lambda r: abs(r["first_ns"] - nearest_ns))  # stable: ties keep the store's order
     return [
         {"dimension": r["dimension"], "service": r["service"], "value": r["value"], "first_seen": iso(r["first_ns"]),
          "last_seen": iso(r["last_ns"]), "new": r["first_ns"] >= where.start_ns}
-        for r in store.versions(dimensions, where)
+        for r in rows
     ]  # fmt: skip
 
 
