@@ -611,8 +611,17 @@ class CompareResponse(Answer):
     at: str | None = Field(default=None, description="for time: the instant between the sides (ISO-8601, UTC)")
     window: Window
     filters: dict[str, str]
+    source: Literal["spans", "rollups"] = Field(
+        description="spans: every value, exact, for a window up to 7 days; rollups beyond: the values of a side the "
+        "rollups keep whole (at most 128), else their t-digest's quantiles, with intervals from the ranks a "
+        "quantile's interval spans (MOVER for the difference); for time, `at` taken to its minute"
+    )
     unit: Literal["ms"]
     min_samples: dict[str, int] = Field(description="per percentile on both sides for an interval; mean: as p50")
+    not_in_rollups: list[str] = Field(
+        description="from the rollups: what they do not keep for this dimension, left out (a trace keeps its "
+        "release, not a prompt version or model; no rollup keeps output tokens a call)"
+    )
     metrics: dict[str, Comparison] = Field(description="ttft, itl, e2e")
     split: dict[str, Comparison] = Field(description="model, tool, orchestration: mean ms per analysed trace")
     tools: dict[str, Comparison] = Field(description="each tool's call duration")

@@ -59,6 +59,7 @@ ROUTE_SLOWNESS = np.array([1.0, 0.8, 1.6, 1.2, 1.0, 0.7, 2.0, 0.6])
 ROUTE_SERVICE = np.array([0, 1, 2, 1, 3, 4, 2, 4])  # 8 routes served by 5 services
 SERVICES = ("chat-api", "search-api", "coder", "rag-worker", "batch-jobs")
 AGENTS = ("assistant", "researcher", "coder", "retriever", "support", "summariser", "planner", "extractor")
+RELEASES = ("1.14.2", "1.15.0")  # every service's release: the second for the last day
 MODELS = ("gpt-4o", "claude-sonnet-4", "llama-3.1-70b", "gemini-1.5-pro")
 MODEL_PROVIDERS = ("openai", "anthropic", "vllm", "gcp.gemini")
 MODEL_TTFT_MS = np.array([380.0, 520.0, 240.0, 610.0])
@@ -253,7 +254,7 @@ def generate(rng: np.random.Generator, n_traces: int, first_s: int, last_s: int)
             (const("service.name", n), service_a),
             (
                 const("service.version", n),
-                pick(("1.14.2", "1.15.0"), (start >= (last_s - DAY_S) * 10**9).astype(np.int8)),
+                pick(RELEASES, (start >= (last_s - DAY_S) * 10**9).astype(np.int8)),
             ),
             (const("deployment.environment", n), const("production", n)),
             (const("host.name", n), pc.binary_join_element_wise(service_a, as_text(rng.integers(0, 6, n)), "-")),
@@ -334,6 +335,7 @@ def generate(rng: np.random.Generator, n_traces: int, first_s: int, last_s: int)
         "ServiceName": pick(SERVICES, ROUTE_SERVICE[route_t]),
         "Route": pick(ROUTES, route_t),
         "Agent": pick(AGENTS, route_t),
+        "Release": pick(RELEASES, (start_t >= (last_s - DAY_S) * 10**9).astype(np.int8)),  # the root's
         "RootSpanId": pc.take(span_id, pa.array(np.arange(T) * K)),
         "RootName": pc.binary_join_element_wise("invoke_agent", pick(AGENTS, route_t), " "),
         "Partial": pa.array(np.zeros(T, np.uint8)),

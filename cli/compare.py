@@ -35,12 +35,15 @@ def compare(
     ] = None,
     route: Annotated[str | None, typer.Option("--route", help="Only this route.")] = None,
     service: Annotated[str | None, typer.Option("--service", help="Only this service.")] = None,
-    window: Annotated[str, typer.Option("--window", help="Trailing window holding both sides (at most 7d).")] = "24h",
+    window: Annotated[
+        str, typer.Option("--window", help="Trailing window holding both sides: exact up to 7d, from rollups beyond.")
+    ] = "24h",
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's answer as JSON, for scripts.")] = False,
 ) -> None:
     """Compare two releases (--release A B), models (--model), prompt versions (--prompt), or before and after
     an instant (--at): TTFT, ITL and E2E at p50/p95/p99, the split's parts and each tool, each difference B - A
-    with its 95 % interval (bootstrap over the spans) and whether B is slower, faster or not clearly either."""
+    with its 95 % interval (a bootstrap over the spans up to 7 days; from the rollups beyond) and whether B is
+    slower, faster or not clearly either."""
     chosen = {k: v for k, v in (("release", release), ("model", model), ("prompt", prompt), ("time", at)) if v}
     if len(chosen) != 1:
         raise typer.BadParameter("give exactly one of --release A B, --model A B, --prompt A B or --at TIME")
@@ -87,7 +90,8 @@ def table(found: CompareResponse) -> Table:
 
     window = f"{found.window.start} to {found.window.end}"
     title = f"agentlat compare: {found.dimension} {found.a} (A) against {found.b} (B), {window}"
-    grid = Table(title=title, title_justify="left", header_style="bold", caption=comparison.MIN_SAMPLES_NOTE)
+    caption = f"{comparison.source_note(found)} {comparison.MIN_SAMPLES_NOTE}."
+    grid = Table(title=title, title_justify="left", header_style="bold", caption=caption)
     for name, justify in (("figure", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"),
                           ("95 % interval", "right"), ("samples A / B", "right"), ("verdict", "left")):  # fmt: skip
         grid.add_column(name, justify=justify)  # type: ignore[arg-type]

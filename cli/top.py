@@ -33,8 +33,8 @@ class By(StrEnum):
 # The latency of each unit a dimension counts (its own duration), by the API's metric names.
 OWN_LATENCY = {By.route: "e2e", By.agent: "agent", By.model: "model", By.tool: "tool", By.release: "e2e",
                By.prompt: "model"}  # fmt: skip
-# Where the split is known: traces keep route and agent, not model or tool.
-SPLIT_BY = (By.route, By.agent)
+# Where the split is known: traces keep route, agent and release, not model, tool or prompt version.
+SPLIT_BY = (By.route, By.agent, By.release)
 PARTS = ("model", "tool", "orchestration")
 LEVELS = ("p50", "p95", "p99")
 
@@ -55,7 +55,7 @@ def top(
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON, for scripts.")] = False,
 ) -> None:
     """Per route (or --by agent, model, tool, release, prompt): count, TTFT and latency at p50/p95/p99, and the
-    split of E2E into model, tool and orchestration time (per route and agent)."""
+    split of E2E into model, tool and orchestration time (per route, agent and release)."""
 
     def once() -> dict[str, Any]:
         with ApiClient(api) as client:

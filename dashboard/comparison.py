@@ -16,6 +16,22 @@ LEVER_NAMES = {"cache_hit_rate": "cache hit rate", "spec_acceptance": "speculati
                "dispatch_delay_ms": "dispatch delay (a tool call)"}  # fmt: skip
 MOST_BEGAN = 5  # the versions that began in the window, named under a comparison
 MIN_SAMPLES_NOTE = "An interval needs 30 / 200 / 1,000 samples a side for p50 / p95 / p99 (30 for a mean)"
+NOT_KEPT_NAMES = {"e2e": "E2E", "split": "the split", "tools": "the tools", **LEVER_NAMES}
+
+
+def source_note(found: CompareResponse) -> str:
+    """Where the comparison's figures and intervals come from, and what the rollups left out."""
+    if found.source == "spans":
+        return "Exact, from the spans; intervals from a bootstrap over them."
+    note = (
+        "From the rollups (a window beyond 7 days): a side's values where they keep every one (at most 128), else "
+        "its t-digest's quantiles, with intervals from the ranks a percentile's interval spans; the levers' from "
+        "resampling hours."
+    )
+    if found.not_in_rollups:
+        kept_not = ", ".join(NOT_KEPT_NAMES.get(name, name) for name in found.not_in_rollups)
+        note += f" Not kept by the rollups for a {found.dimension}: {kept_not}."
+    return note
 
 
 @dataclass(frozen=True, slots=True)

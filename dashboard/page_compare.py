@@ -88,7 +88,7 @@ def render() -> None:
         st.plotly_chart(figures.difference_bars(rows), key="compare_chart")
     frame = table(found)
     st.dataframe(frame, hide_index=True, width="stretch", height=ROW_PX * (len(frame) + 1) + 3)  # every row shown
-    st.caption(f"Exact, from the spans; intervals from a bootstrap over them. {comparison.MIN_SAMPLES_NOTE}.")
+    st.caption(f"{comparison.source_note(found)} {comparison.MIN_SAMPLES_NOTE}.")
     st.subheader("What moved with it")
     levers = pd.DataFrame.from_records([
         {"lever": r.lever, "A": r.a, "B": r.b, "B - A": r.difference, "95 % interval": r.interval,

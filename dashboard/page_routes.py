@@ -20,7 +20,6 @@ DIMENSIONS = {"route": "Routes", "agent": "Agents", "model": "Models", "tool": "
               "prompt": "Prompt versions"}  # fmt: skip
 UNITS = {"route": "requests", "agent": "runs", "model": "calls", "tool": "calls", "release": "requests",
          "prompt": "calls"}  # fmt: skip
-FROM_SPANS = ("release", "prompt")  # not kept in the rollups: read exactly from the spans
 METRIC_LABELS = {
     "e2e": "E2E",
     "ttft": "TTFT",
@@ -43,8 +42,7 @@ def calls(scope: Scope, dimension: str = "route") -> dict[str, Call]:
             "/dimensions",
             dimension=dimension,
             group_by="service",  # a route two services serve is two rows
-            # percentiles from the per-minute digests (cost grows with minutes, not spans), where they are kept
-            source="spans" if dimension in FROM_SPANS else "rollups",
+            source="rollups",  # percentiles from the per-minute digests: cost grows with minutes, not spans
             window=scope.window,
             service=scope.service,
             route=scope.route,

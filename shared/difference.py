@@ -11,7 +11,9 @@ interval: too few samples.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,7 +60,7 @@ def compare_values(
     and what it says: slower or faster when the interval leaves out 0, too few samples below the statistic's
     minimum on either side (the difference without an interval), no data when a side has no values."""
     rng = np.random.default_rng(SEED)
-    left, right = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    left, right = np.sort(np.asarray(a, dtype=float)), np.sort(np.asarray(b, dtype=float))  # in any order, alike
     judged = [s for s in statistics if min(left.size, right.size) >= minimums[s]]
     spreads = {}
     if judged:
@@ -90,6 +92,90 @@ def percentile_comparison(
 
 def mean_comparison(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     return compare_values(a, b, ("mean",), {"mean": MEAN_MIN_SAMPLES})
+
+
+# --- from the rollups: a side's values are a count, a sum and the values or their quantiles -----------------------
+# The levels at which a side's merged t-digest is read when the rollups do not keep its values: a thousandth apart,
+# the percentiles compared among them.
+GRID = tuple(i / 1000 for i in range(1, 1000))
+_Z = 1.959963984540054  # the normal's 97.5th percentile: a 95 % interval
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One side's values as the rollups keep them: how many, their sum, and either the values themselves
+    (``exact``: every one, sorted) or their quantiles at ``GRID`` (a t-digest's estimates)."""
+
+    count: int
+    total: float
+    exact: bool
+    values: Sequence[float]  # sorted values when exact, else one quantile per GRID level
+
+    def quantile(self, level: float) -> float:
+        """The value at ``level``: numpy's linear interpolation of the values, or of the grid's quantiles."""
+        if self.exact:
+            return float(np.percentile(self.values, level * 100))
+        return float(np.interp(level, GRID, self.values))
+
+    def variance(self) -> float:
+        """Of the values, or of the grid's quantiles (each a thousandth of the values)."""
+        return float(np.var(self.values, ddof=1)) if len(self.values) > 1 else 0.0
+
+
+def compare_summaries(
+    a: Summary | None, b: Summary | None, statistics: Sequence[str], minimums: Mapping[str, int]
+) -> dict[str, Any]:
+    """``compare_values``'s answer from what the rollups keep. Both sides exact: their values, bootstrapped as
+    ever. Else a percentile's interval on each side from the ranks that a 95 % interval of a quantile spans
+    (level ± 1.96 √(level (1 - level) / n), read from the side's quantiles), combined into one for B - A by
+    recovering each side's variance from its interval (Zou and Donner's MOVER); a mean's from the sides' variances
+    (normal). Both need as many values a side as ``compare_values``."""
+    if a is not None and b is not None and a.exact and b.exact:
+        return compare_values(a.values, b.values, statistics, minimums)
+    sides = {"a": a, "b": b}
+    found: dict[str, Any] = {key: _summary_stats(side) for key, side in sides.items()}
+    differences = []
+    for statistic in statistics:
+        difference: dict[str, Any] = {"statistic": statistic, "difference": None, "low": None, "high": None}
+        if a is None or b is None:
+            differences.append({**difference, "status": "no_data"})
+            continue
+        point = _point(b, statistic) - _point(a, statistic)
+        difference["difference"] = point
+        if min(a.count, b.count) < minimums[statistic]:
+            differences.append({**difference, "status": "too_few_samples"})
+            continue
+        low, high = _summary_interval(a, b, statistic, point)
+        status = "slower" if low > 0 else "faster" if high < 0 else "no_clear_change"
+        differences.append({**difference, "low": low, "high": high, "status": status})
+    return {**found, "differences": differences}
+
+
+def _summary_stats(side: Summary | None) -> dict[str, Any]:
+    if side is None:
+        return {"count": 0, "mean": None, **dict.fromkeys(LEVELS)}
+    return {"count": side.count, "mean": side.total / side.count,
+            **{name: side.quantile(level / 100) for name, level in LEVELS.items()}}  # fmt: skip
+
+
+def _point(side: Summary, statistic: str) -> float:
+    return side.total / side.count if statistic == "mean" else side.quantile(LEVELS[statistic] / 100)
+
+
+def _summary_interval(a: Summary, b: Summary, statistic: str, point: float) -> tuple[float, float]:
+    if statistic == "mean":
+        spread = _Z * math.sqrt(a.variance() / a.count + b.variance() / b.count)
+        return point - spread, point + spread
+    level = LEVELS[statistic] / 100
+    (la, ma, ua), (lb, mb, ub) = (_quantile_interval(side, level) for side in (a, b))
+    return point - math.hypot(mb - lb, ua - ma), point + math.hypot(ub - mb, ma - la)
+
+
+def _quantile_interval(side: Summary, level: float) -> tuple[float, float, float]:
+    """A 95 % interval of the side's quantile at ``level`` (distribution-free: the ranks it spans), and the quantile."""
+    half = _Z * math.sqrt(level * (1 - level) / side.count)
+    low, high = max(level - half, 0.0), min(level + half, 1.0)
+    return side.quantile(low), side.quantile(level), side.quantile(high)
 
 
 # --- the levers that move with latency: higher or lower, not slower or faster ----------------------------

@@ -31,7 +31,7 @@ from agentlat.store.backends import (
 )
 from agentlat.store.cluster_ddl import CLUSTER_SETTINGS, cluster_statements
 from agentlat.store.compare import DIMENSIONS as COMPARE_DIMENSIONS
-from agentlat.store.compare import VERSION_DIMENSIONS, Sides
+from agentlat.store.compare import VERSION_DIMENSIONS, Sides, rollup_at
 from agentlat.store.keys import ApiKeyRecord, KeyAdmin
 from agentlat.store.maintenance import RollupMaintenance
 from agentlat.store.migrations import DEFAULT_TTL_DAYS, LEDGER_DDL, MIGRATIONS, with_ttl
@@ -100,6 +100,7 @@ __all__ = [
     "cluster_statements",
     "from_arrow_stream",
     "open_store",
+    "rollup_at",
     "table_of",
     "to_arrow_stream",
     "with_ttl",

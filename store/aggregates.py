@@ -11,8 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from agentlat.shared.difference import mean_change, mean_comparison, percentile_comparison, ratio_change
-from agentlat.shared.measures import RATIO_MIN_SAMPLES
+from agentlat.shared.difference import (
+    MEAN_MIN_SAMPLES,
+    Summary,
+    compare_summaries,
+    mean_change,
+    mean_comparison,
+    percentile_comparison,
+    ratio_change,
+)
+from agentlat.shared.measures import DEFAULT_MIN_SAMPLES, PERCENTILES, RATIO_MIN_SAMPLES
 from agentlat.store import advice, cache_report, compare, queries
 from agentlat.store.backends import Backend, Params
 from agentlat.store.queries import SpanFilter
@@ -202,9 +210,12 @@ class AggregateReads:
         at all: a value first seen inside the window is a deploy marker (store/compare.py)."""
         return self._rows(*compare.versions_sql(dimensions, where))
 
-    def compare(self, sides: compare.Sides, where: SpanFilter) -> dict[str, Any]:
+    def compare(self, sides: compare.Sides, where: SpanFilter, from_rollups: bool = False) -> dict[str, Any]:
         """Two sides of one dimension (store/compare.py): TTFT, ITL and E2E at p50/p95/p99, the split's parts and
-        each tool's duration, each side's figures and the difference B - A with its bootstrap interval."""
+        each tool's duration, each side's figures and the difference B - A with its bootstrap interval; and the
+        levers that moved with them. Exact from the spans, or from the rollups (``compare_from_rollups``)."""
+        if from_rollups:
+            return self.compare_from_rollups(sides, where)
         values: dict[tuple[str, str], list[float]] = {}
         for row in self._rows(*compare.metric_values_sql(sides, where)):
             values[(row["metric"], row["side"])] = row["values"]
@@ -227,3 +238,54 @@ class AggregateReads:
             },
             "levers": _levers(calls, split),
         }
+
+    def compare_from_rollups(self, sides: compare.Sides, where: SpanFilter) -> dict[str, Any]:
+        """``compare`` from what the rollups keep (store/compare.py): both sides' values where they keep every one
+        (bootstrapped, as from the spans), else their digests' quantiles (``difference.compare_summaries``); the
+        levers from hourly sums, resampled by the hour. What the rollups do not keep for this dimension is left
+        out (``compare.NOT_IN_ROLLUPS``)."""
+        found: dict[tuple[str, str, str], Summary] = {}
+        for row in self._rows(*compare.rollup_distributions_sql(sides, where)):
+            found[(row["metric"], row["tool"], row["side"])] = Summary(
+                row["count"], row["total"], bool(row["exact"]), row["values"]
+            )
+        left_out = compare.NOT_IN_ROLLUPS[sides.dimension]
+
+        def of(metric: str, statistics: Sequence[str], tool: str = "") -> dict[str, Any]:
+            a, b = found.get((metric, tool, "a")), found.get((metric, tool, "b"))
+            return compare_summaries(a, b, statistics, {**DEFAULT_MIN_SAMPLES, "mean": MEAN_MIN_SAMPLES})
+
+        tools = sorted({tool for metric, tool, _ in found if metric == "tool"})
+        return {
+            "metrics": {m: of(m, PERCENTILES) for m in compare.COMPARED if m not in left_out},
+            "split": {} if "split" in left_out else {
+                part: of(metric, ("mean",)) for part, metric in compare.ROLLUP_SPLIT_METRICS.items()
+            },
+            "tools": {} if "tools" in left_out else {tool: of("tool", PERCENTILES, tool) for tool in tools},
+            "levers": self._rollup_levers(sides, where, left_out),
+            "not_in_rollups": list(left_out),
+        }  # fmt: skip
+
+    def _rollup_levers(self, sides: compare.Sides, where: SpanFilter, left_out: Sequence[str]) -> dict[str, Any]:
+        """Each lever the rollups keep, as ``_levers`` compares it, from per-hour sums: a ratio's numerator and
+        denominator, or a mean's sum and count, each hour one cluster the interval resamples."""
+        hours: dict[tuple[str, str], dict[int, tuple[int, float]]] = {}
+        for row in self._rows(*compare.rollup_lever_sums_sql(sides, where)):
+            hours.setdefault((row["side"], row["metric"]), {})[row["hour"]] = (row["count"], row["total"])
+        found = {}
+        for lever, (numerator, denominator) in compare.ROLLUP_LEVERS.items():
+            if lever in left_out:
+                continue
+            unit, _ = compare.LEVERS[lever]
+            pairs, counts = {}, {}
+            for side in ("a", "b"):
+                top = hours.get((side, numerator), {})
+                below = hours.get((side, denominator), {}) if denominator else {}
+                pairs[side] = [(total, below[h][1] if denominator else count) for h, (count, total) in top.items()
+                               if not denominator or h in below]  # fmt: skip
+                counts[side] = sum(count for count, _ in top.values())
+            change = ratio_change(pairs["a"], pairs["b"], RATIO_MIN_SAMPLES)
+            for side in ("a", "b"):
+                change[side]["count"] = counts[side]
+            found[lever] = {"unit": unit, **change, "statistic": "ratio" if unit == "ratio" else "mean"}
+        return found

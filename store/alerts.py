@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from agentlat.store.backends import Backend, Params
-from agentlat.store.queries import DIMENSIONS, METRICS, SpanFilter
+from agentlat.store.queries import DIMENSIONS, METRICS, ROLLUP_COLUMNS, SpanFilter
 from agentlat.store.rollup_sql import MERGED_QUANTILES
 
 _TS_MS = pa.timestamp("ms", tz="UTC")
@@ -57,13 +57,13 @@ _ROLLUP_RANGE = (
 
 
 def _columns(by: Sequence[str]) -> str:
-    return "".join(f"{DIMENSIONS[d]} AS {d}, " for d in by)
+    return "".join(f"{ROLLUP_COLUMNS[d]} AS {d}, " for d in by)
 
 
 def _windowed(where: SpanFilter, metrics: Sequence[str], by: Sequence[str], columns: str) -> str:
     """``columns`` per label set and window end, over the rollup rows of ``metrics`` in each window
     [end - length, end) (unix seconds, whole minutes) of the ``{ends}`` and ``{length}`` parameters."""
-    tests = " AND ".join([_ROLLUP_RANGE, *where.equality_tests()])
+    tests = " AND ".join([_ROLLUP_RANGE, *where.equality_tests(ROLLUP_COLUMNS)])
     minute = "toUnixTimestamp(Minute)"
     return f"""
         SELECT {_columns(by)}window_end, {columns}

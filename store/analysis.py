@@ -22,9 +22,10 @@ from agentlat.store.schema import derived_sql
 # The analysis's input, one row a span, in two forms from one spec: SQL over the stored spans
 # (``analysis_input_sql``: traces read back) and Arrow over a batch the writer has just stored
 # (``analysis_input_of``: traces analysed from memory). Stored columns under the names of the
-# collector's SpanRecord fields, start and end in unix ns, a few span attributes as text ('' when
-# absent), and the attributes of the span's agentlat.tool_call events. The collector reads both
-# forms alike: which role each value counts for, ids, times (collector/analysis/assembler.py).
+# collector's SpanRecord fields, start and end in unix ns, a few span attributes and its release
+# (service.version) as text ('' when absent), and the attributes of the span's agentlat.tool_call events.
+# The collector reads both forms alike: which role each value counts for, ids, times
+# (collector/analysis/assembler.py).
 INPUT_COLUMNS = {
     "trace_id": "TraceId", "span_id": "SpanId", "parent_span_id": "ParentSpanId", "name": "SpanName",
     "service": "ServiceName", "role": "Role", "is_server_span": "IsServerSpan", "status": "StatusCode",
@@ -42,6 +43,7 @@ INPUT_ATTRIBUTES = {
     "response_id": "gen_ai.response.id",
     "args_ready": sc.TOOL_ARGS_READY_TIME,
 }
+INPUT_RESOURCE_ATTRIBUTES = {"release": "service.version"}
 # A model span's streamed tool calls come from its stored events, not from a derived column: no ingest
 # work, no second copy on disk (docs/trace-analysis.md).
 _TOOL_CALLS = f"arrayFilter((a, n) -> n = '{sc.TOOL_CALL_EVENT}', Events.Attributes, Events.Name) AS tool_calls"
@@ -51,6 +53,7 @@ ANALYSIS_INPUT_COLUMNS = ", ".join(
         "toUnixTimestamp64Nano(Timestamp) AS start_ns",
         "toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns",
         *(f"SpanAttributes['{key}'] AS {name}" for name, key in INPUT_ATTRIBUTES.items()),
+        *(f"ResourceAttributes['{key}'] AS {name}" for name, key in INPUT_RESOURCE_ATTRIBUTES.items()),
         _TOOL_CALLS,
     ]
 )
@@ -83,9 +86,10 @@ def analysis_input_of(batch: pa.Table) -> pa.Table:
     columns = {name: batch.column(column) for name, column in INPUT_COLUMNS.items()}
     columns["start_ns"] = start
     columns["end_ns"] = pc.add(start, batch.column("Duration").cast(pa.int64()))
-    attributes = batch.column("SpanAttributes")
-    for name, key in INPUT_ATTRIBUTES.items():
-        columns[name] = pc.fill_null(pc.map_lookup(attributes, key, "first"), "")  # as map[key]: the first
+    for source, keys in (("SpanAttributes", INPUT_ATTRIBUTES), ("ResourceAttributes", INPUT_RESOURCE_ATTRIBUTES)):
+        attributes = batch.column(source)
+        for name, key in keys.items():
+            columns[name] = pc.fill_null(pc.map_lookup(attributes, key, "first"), "")  # as map[key]: the first
     columns["tool_calls"] = _tool_call_events(batch.column("Events.Name"), batch.column("Events.Attributes"))
     return pa.table(columns)
 
@@ -129,6 +133,7 @@ TRACE_ROW_SCHEMA = pa.schema(
         ("ServiceName", pa.string()),
         ("Route", pa.string()),
         ("Agent", pa.string()),
+        ("Release", pa.string()),
         ("RootSpanId", pa.string()),
         ("RootName", pa.string()),
         ("Partial", pa.uint8()),

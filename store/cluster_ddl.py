@@ -23,7 +23,8 @@ SHARDING_KEYS: dict[str, str] = {
     "otel_traces_trace_id_ts": "cityHash64(TraceId)",
     "agentlat_traces": "cityHash64(TraceId)",
     # A recomputed rollup row must land on the shard of the row it replaces, so the key is a
-    # function of the sorting key: all of it, which spreads one minute over every shard.
+    # function of the sorting key: all of it but the release and prompt version (migration 24 appended them to
+    # the sorting key; a part of it does as well), which spreads one minute over every shard.
     "agentlat_rollup_1m": "cityHash64(ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_rollup_1h": "cityHash64(ProjectId, Metric, Hour, ServiceName, Route, Agent, Model, Tool)",
     "agentlat_rollup_1d": "cityHash64(ProjectId, Metric, Day, ServiceName, Route, Agent, Model, Tool)",
@@ -60,10 +61,13 @@ _CREATE_VIEW = re.compile(
 )
 _MODIFY_QUERY = re.compile(r"^\s*ALTER TABLE (?P<name>\w+) MODIFY QUERY\b(?P<select>.*?)\s*$", re.S)
 _ALTER = re.compile(r"^\s*ALTER TABLE (?P<name>\w+) (?P<commands>.*?)\s*$", re.S)
-_INSERT_SELECT = re.compile(r"^\s*INSERT INTO (?P<name>\w+)\s+(?P<select>SELECT\b.*?)\s*$", re.S)
+_INSERT_SELECT = re.compile(
+    r"^\s*INSERT INTO (?P<name>\w+)\s*(?P<columns>\([^)]*\))?\s+(?P<select>SELECT\b.*?)\s*$", re.S
+)
 _EXCHANGE = re.compile(r"^\s*EXCHANGE TABLES (?P<first>\w+) AND (?P<second>\w+)\s*$")
 _DROP = re.compile(r"^\s*DROP TABLE IF EXISTS (?P<name>\w+)\s*$")
 _COLUMN_COMMAND = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT|CLEAR) COLUMN\b")
+_SORTING_KEY_COMMAND = re.compile(r",\s*MODIFY ORDER BY \([^)]*\)")  # a key the columns' ALTER extends
 _TABLE_REFERENCE = re.compile(r"\b(FROM|(?<!ARRAY )JOIN)\s+(\w+)\b")
 
 
@@ -128,12 +132,15 @@ class _ClusterTarget:
             name, commands = alter["name"], alter["commands"]
             local = f"ALTER TABLE {self.local(name)} {self.on_cluster} {commands}"
             if _COLUMN_COMMAND.match(commands):  # the Distributed table mirrors the columns, nothing else
-                return [local, f"ALTER TABLE {self.qualified(name)} {self.on_cluster} {commands}"]
+                columns = _SORTING_KEY_COMMAND.sub("", commands)
+                return [local, f"ALTER TABLE {self.qualified(name)} {self.on_cluster} {columns}"]
             return [local]
         if insert := _INSERT_SELECT.match(statement):  # a backfill: runs once, through the Distributed tables
             select = _TABLE_REFERENCE.sub(lambda ref: f"{ref[1]} {self.qualified(ref[2])}", insert["select"])
+            columns = f" {insert['columns']}" if insert["columns"] else ""
             return [
-                f"INSERT INTO {self.qualified(insert['name'])} SETTINGS distributed_foreground_insert = 1\n{select}"
+                f"INSERT INTO {self.qualified(insert['name'])}{columns} SETTINGS distributed_foreground_insert = 1\n"
+                f"{select}"
             ]
         # A rebuild (migration 9): the copy goes through the Distributed tables (same sharding key, so
         # every row stays on its shard), then each node swaps its local tables and drops the old one

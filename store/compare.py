@@ -18,10 +18,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentlat.shared.difference import GRID
 from agentlat.store.backends import Params
+from agentlat.store.queries import (
+    DAY_S,
+    HOUR_S,
+    METRICS,
+    TRACE_COLUMNS,
+    TRACE_DIMENSIONS,
+    SpanFilter,
+    rollup_rows,
+    rollup_spans,
+)
 from agentlat.store.queries import DIMENSIONS as SPAN_DIMENSIONS
-from agentlat.store.queries import METRICS, TRACE_DIMENSIONS, SpanFilter
-from agentlat.store.rollup_sql import CLIENT_MODEL, FINAL_SETTINGS, TOOL_CALL
+from agentlat.store.rollup_sql import ALL_EXACT, ALL_VALUES, CLIENT_MODEL, FINAL_SETTINGS, MERGED_DIGEST, TOOL_CALL
 
 # What a side is, by dimension: a span's column or attribute equal to the side's value.
 SIDE_COLUMNS = {dimension: SPAN_DIMENSIONS[dimension] for dimension in ("release", "model", "prompt")}
@@ -143,7 +153,8 @@ def split_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
     save (ms a trace) and each streamed tool call's dispatch delay."""
     trace_filters = {d: v for d, v in where.equals.items() if d in TRACE_DIMENSIONS}
     traces = SpanFilter(where.project, where.start_ns, where.end_ns, trace_filters)
-    condition = " AND ".join([traces.window_clause("Start"), *traces.equality_tests(), "SplitComplete = 1"])
+    tests = traces.equality_tests(TRACE_COLUMNS)
+    condition = " AND ".join([traces.window_clause("Start"), *tests, "SplitComplete = 1"])
     side, source = _by_trace(sides, where, "agentlat_traces", "Start")
     columns = ", ".join(f"groupArray({column}) AS {part}" for part, column in SPLIT_PARTS.items())
     columns += (
@@ -189,3 +200,85 @@ def tool_values_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
         {FINAL_SETTINGS}
     """
     return sql, {**where.params(), **sides.params()}
+
+
+# --- beyond the exact reads: from the rollups -------------------------------------------------------------------
+# A side of the rollup rows: those of its release, prompt version or model, or those before and after the instant
+# (a whole minute: the rollups' finest grain). The trace rows (E2E, the split, serial tools and dispatch delay) and
+# the tool calls keep a release, not a prompt version or model; no rollup keeps output tokens a call.
+ROLLUP_SIDE_COLUMNS = {"release": "Release", "prompt": "PromptVersion", "model": "Model"}
+_BY_TRACE = ("e2e", "split", "tools", "serial_tools_ms", "dispatch_delay_ms")
+NOT_IN_ROLLUPS = {"release": ("output_tokens",), "time": ("output_tokens",),
+                  "prompt": (*_BY_TRACE, "output_tokens"), "model": (*_BY_TRACE, "output_tokens")}  # fmt: skip
+ROLLUP_SPLIT_METRICS = {part: f"split_{part}" for part in SPLIT_PARTS}
+_DISTRIBUTION_METRICS = (*COMPARED, *ROLLUP_SPLIT_METRICS.values(), "tool")
+# The levers as sums over the rollup rows: numerator and denominator metric (each one's Sum), or a metric whose Sum
+# over its Count is a mean. Resampled by the hour: an hour's calls or traces are one cluster.
+ROLLUP_LEVERS = {
+    "cache_hit_rate": ("tokens_cache_read", "tokens_cache_input"),
+    "spec_acceptance": ("tokens_spec_accepted", "tokens_spec_proposed"),
+    "serial_tools_ms": ("advice_parallel_saving", ""),
+    "dispatch_delay_ms": ("advice_dispatch_delay", ""),
+}
+_LEVER_METRICS = tuple(m for pair in ROLLUP_LEVERS.values() for m in pair if m)
+
+
+MINUTE_NS = 60 * 10**9
+
+
+def rollup_at(at_ns: int) -> int:
+    """The instant a comparison from the rollups splits at: the start of the minute holding ``at_ns``."""
+    return at_ns // MINUTE_NS * MINUTE_NS
+
+
+def _rollup_sides(
+    sides: Sides, where: SpanFilter, metrics: Sequence[str], values: str, largest: int
+) -> tuple[str, Params]:
+    """The rollup rows of ``metrics`` on a side, with ``side`` and ``Tool``; and the parameters of their ranges."""
+    test = "Metric IN {metrics:Array(String)}"
+    if sides.dimension == "time":
+        at = rollup_at(sides.at_ns)
+        halves = {"a_": SpanFilter(where.project, where.start_ns, at, where.equals),
+                  "b_": SpanFilter(where.project, at, where.end_ns, where.equals)}  # fmt: skip
+        sql = " UNION ALL ".join(
+            rollup_rows(half, test, f"'{prefix[0]}' AS side, Tool", values, prefix) for prefix, half in halves.items()
+        )
+        params = {k: v for prefix, half in halves.items() for k, v in rollup_spans(half, largest, prefix).items()}
+    else:
+        column = ROLLUP_SIDE_COLUMNS[sides.dimension]
+        side = f"multiIf({column} = {{side_a:String}}, 'a', {column} = {{side_b:String}}, 'b', '') AS side"
+        sql, params = rollup_rows(where, test, f"{side}, Tool", values), rollup_spans(where, largest)
+    return sql, {**where.params(), **sides.params(), **params, "metrics": list(metrics)}
+
+
+def rollup_distributions_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
+    """Per metric, side and tool (the tool metric's; '' for the others): count and sum, and the values when the
+    rollups keep them all (``exact``), else the merged t-digest's quantiles at ``difference.GRID``."""
+    rows, params = _rollup_sides(sides, where, _DISTRIBUTION_METRICS, "Count, Sum, Digest, Exact", DAY_S)
+    grid = ", ".join(repr(level) for level in GRID)
+    sql = f"""
+        SELECT Metric AS metric, side, if(Metric = 'tool', Tool, '') AS tool, sum(Count) AS count,
+               sum(Sum) AS total, {ALL_EXACT} AS exact,
+               if(exact, {ALL_VALUES}, arrayReduce('quantilesTDigestMerge({grid})', [{MERGED_DIGEST}])) AS values
+        FROM ({rows})
+        WHERE side != ''
+        GROUP BY metric, side, tool
+        HAVING count > 0
+        {FINAL_SETTINGS}
+    """
+    return sql, params
+
+
+def rollup_lever_sums_sql(sides: Sides, where: SpanFilter) -> tuple[str, Params]:
+    """Per side, lever metric and hour: count and sum (hours whole from the hourly table, the ragged ends from
+    the minutes)."""
+    rows, params = _rollup_sides(sides, where, _LEVER_METRICS, "Count, Sum", HOUR_S)
+    sql = f"""
+        SELECT side, Metric AS metric, toStartOfHour(T) AS hour, sum(Count) AS count, sum(Sum) AS total
+        FROM ({rows})
+        WHERE side != ''
+        GROUP BY side, metric, hour
+        HAVING count > 0
+        {FINAL_SETTINGS}
+    """
+    return sql, params

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from agentlat import semconv as sc
 from agentlat.store.rollup_sql import (
+    GROUP_COLUMNS,
     ROLLUP_LEVELS,
+    SPAN_RELEASE,
     days_from_hours,
     hours_from_minutes,
     minutes_from_raw,
@@ -215,6 +217,34 @@ def _exact_column(*tables: str) -> tuple[str, ...]:
     return tuple(f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {ROLLUP_EXACT_COLUMN} AFTER Digest" for t in tables)
 
 
+# A rollup row's release and prompt version (issue 40: rollup_sql.GROUP_COLUMNS), in its sorting key (migration 24).
+# Tables created before it lack them, and the rollup SQL that migrations 5, 7, 8, 10, 11 and 22 run (generated from
+# rollup_sql, as it is now) groups by them: each of them first adds them, if missing, to the rollup tables it
+# touches, after Tool, where new tables have them, and appends them to the sorting key (ClickHouse allows that
+# only in the ALTER that adds the columns). The sharding keys of cluster mode stay a part of the sorting key.
+ROLLUP_VERSION_COLUMNS = ("Release", "PromptVersion")
+ROLLUP_TIME_COLUMNS = {"agentlat_rollup_1m": "Minute", "agentlat_rollup_1h": "Hour", "agentlat_rollup_1d": "Day"}
+
+
+def _rollup_key(time_column: str) -> str:
+    return f"ProjectId, Metric, {time_column}, {GROUP_COLUMNS}"
+
+
+def _version_columns(*tables: str) -> tuple[str, ...]:
+    return tuple(
+        f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS Release LowCardinality(String) CODEC(ZSTD(3)) AFTER Tool,"
+        " ADD COLUMN IF NOT EXISTS PromptVersion LowCardinality(String) CODEC(ZSTD(3)) AFTER Release,"
+        f" MODIFY ORDER BY ({_rollup_key(ROLLUP_TIME_COLUMNS[t])})"
+        for t in tables
+    )
+
+
+# A trace's release: its root's service.version (issue 40), which the trace rollups group by. Rows analysed before
+# migration 24 get theirs from their spans there; the rollup SQL of migrations 7, 8, 11 and 22 reads the column, so
+# they add it first.
+TRACE_RELEASE_COLUMN = "ALTER TABLE agentlat_traces ADD COLUMN IF NOT EXISTS Release LowCardinality(String) AFTER Agent"
+
+
 def _rollup_table(name: str, time_column: str, partition: str) -> str:
     """The DDL of a rollup table: one row per metric, group and ``time_column`` (a minute or an hour)."""
     return f"""
@@ -227,6 +257,8 @@ CREATE TABLE IF NOT EXISTS {name} (
     Agent LowCardinality(String),
     Model LowCardinality(String),
     Tool LowCardinality(String),
+    Release LowCardinality(String) CODEC(ZSTD(3)),
+    PromptVersion LowCardinality(String) CODEC(ZSTD(3)),
     Count UInt64,
     Sum Float64,
     Digest AggregateFunction(quantilesTDigest({ROLLUP_LEVELS}), Float64),
@@ -235,7 +267,7 @@ CREATE TABLE IF NOT EXISTS {name} (
 )
 ENGINE = ReplacingMergeTree(Version)
 PARTITION BY {partition}({time_column})
-ORDER BY (ProjectId, Metric, {time_column}, ServiceName, Route, Agent, Model, Tool)
+ORDER BY ({_rollup_key(time_column)})
 TTL toDate({time_column}) + INTERVAL {{ttl_days}} DAY
 """
 
@@ -249,19 +281,32 @@ ROLLUP_DDL = _rollup_table("agentlat_rollup_1m", "Minute", "toDate")
 # instead of 1,440. Recomputed from the minute rows whenever one of its minutes is.
 ROLLUP_HOURLY_DDL = _rollup_table("agentlat_rollup_1h", "Hour", "toYYYYMM")
 
-ROLLUP_HOURLY_BACKFILL = (*_exact_column("agentlat_rollup_1m"), hours_from_minutes("1"))
+ROLLUP_HOURLY_BACKFILL = (
+    *_exact_column("agentlat_rollup_1m"),
+    *_version_columns("agentlat_rollup_1m", "agentlat_rollup_1h"),
+    hours_from_minutes("1"),
+)
 
 # Per-day digests (UTC days), merged from the hours, so a week's window merges a few days of digests
 # and only its ragged hours and minutes.
 ROLLUP_DAILY_DDL = _rollup_table("agentlat_rollup_1d", "Day", "toYYYYMM")
 
+ROLLUP_DAILY = (
+    *_exact_column("agentlat_rollup_1h"),
+    *_version_columns("agentlat_rollup_1h"),
+    ROLLUP_DAILY_DDL,
+    days_from_hours("1"),
+)
+
 # Every minute rolled up again (now with the counters of rollup_sql.COUNTER_METRICS), then its hour.
 _NOW_VERSION = "toUInt64(toUnixTimestamp64Nano(now64(9)))"
 ROLLUP_COUNTERS_BACKFILL = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
+    *_version_columns("agentlat_rollup_1m", "agentlat_rollup_1h"),
     TRACE_DISPATCH_COLUMNS,
     TRACE_SPLIT_COLUMN,
     TRACE_SEEN_AGAIN_COLUMN,
+    TRACE_RELEASE_COLUMN,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
 )
@@ -289,9 +334,11 @@ TTL toDate(Minute) + INTERVAL {ttl_days} DAY
 # metrics (rollup_sql.ADVICE_SPAN_METRICS and ADVICE_TRACE_METRICS).
 ADVICE_ROLLUPS = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h"),
+    *_version_columns("agentlat_rollup_1m", "agentlat_rollup_1h"),
     TRACE_DISPATCH_COLUMNS,
     TRACE_SPLIT_COLUMN,
     TRACE_SEEN_AGAIN_COLUMN,
+    TRACE_RELEASE_COLUMN,
     PREFIX_DDL,
     prefixes_from_raw("1", _NOW_VERSION),
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
@@ -472,9 +519,11 @@ WHERE IngestedAt >= {_COPY_STARTED}
 # again, then its hour and day.
 ROLLUP_EXACT = (
     *_exact_column("agentlat_rollup_1m", "agentlat_rollup_1h", "agentlat_rollup_1d"),
+    *_version_columns("agentlat_rollup_1m", "agentlat_rollup_1h", "agentlat_rollup_1d"),
     TRACE_DISPATCH_COLUMNS,
     TRACE_SPLIT_COLUMN,
     TRACE_SEEN_AGAIN_COLUMN,
+    TRACE_RELEASE_COLUMN,
     minutes_from_raw("1", "1", "1", _NOW_VERSION),
     hours_from_minutes("1"),
     days_from_hours("1"),
@@ -590,7 +639,6 @@ TRACES_CODECS_V15_DDL = "ALTER TABLE agentlat_traces " + ",\n    ".join(
 # ZSTD codes far better, and counts are small integers; ZSTD(3) rather than ZSTD(1), which codes a long run of
 # one value poorly (the Version of a recomputation: 0.10 B a span under LZ4, 0.71 under ZSTD(1), 0.02 under
 # ZSTD(3)). `python bench/rollup_storage.py [--skip 16]` measures it.
-ROLLUP_TIME_COLUMNS = {"agentlat_rollup_1m": "Minute", "agentlat_rollup_1h": "Hour", "agentlat_rollup_1d": "Day"}
 ROLLUP_CODECS_V16_COLUMNS = ("ServiceName", "Route", "Agent", "Model", "Tool", "Count", "Sum", "Digest", "Version")
 ROLLUP_CODECS_V16_DDL = tuple(
     f"ALTER TABLE {table} "
@@ -667,7 +715,38 @@ class Migration:
 
 # Every stored minute, hour and day rolled up again with the prompt cache's metrics (rollup_sql.CACHE_METRICS and
 # MISS_PAIRS).
-CACHE_ROLLUPS = (minutes_from_raw("1", "1", "1", _NOW_VERSION), hours_from_minutes("1"), days_from_hours("1"))
+CACHE_ROLLUPS = (
+    *_version_columns(*ROLLUP_TIME_COLUMNS),
+    TRACE_RELEASE_COLUMN,
+    minutes_from_raw("1", "1", "1", _NOW_VERSION),
+    hours_from_minutes("1"),
+    days_from_hours("1"),
+)
+
+# Issue 40: releases and prompt versions as rollup dimensions. Each analysed trace's release, from its spans as the
+# analysis takes it (its root's service.version; a trace without a root span, its earliest span's): rows analysed
+# before this migration are written again with it, a microsecond newer so they replace themselves. Then every stored
+# minute, hour and day rolled up again: each group's old row (release '') gets a row of count 0 that replaces it.
+_ANALYSED_RELEASES = f"""
+INSERT INTO agentlat_traces
+SELECT t.* REPLACE (r.TraceRelease AS Release, t.AnalysedAt + toIntervalMicrosecond(1) AS AnalysedAt)
+FROM agentlat_traces AS t FINAL
+INNER JOIN (
+    SELECT ProjectId, TraceId, argMin({SPAN_RELEASE}, (ParentSpanId != '', Timestamp)) AS TraceRelease
+    FROM otel_traces
+    GROUP BY ProjectId, TraceId
+    HAVING TraceRelease != ''
+) AS r ON t.ProjectId = r.ProjectId AND t.TraceId = r.TraceId
+WHERE t.Release = ''
+"""
+VERSION_ROLLUPS = (
+    *_version_columns(*ROLLUP_TIME_COLUMNS),
+    TRACE_RELEASE_COLUMN,
+    _ANALYSED_RELEASES,
+    minutes_from_raw("1", "1", "1", _NOW_VERSION),
+    hours_from_minutes("1"),
+    days_from_hours("1"),
+)
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "spans table and trace time index", (SPANS_DDL, TRACE_TIMES_DDL, TRACE_TIMES_MV_DDL)),
@@ -679,7 +758,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "rollup counters for per-dimension summaries", ROLLUP_COUNTERS_BACKFILL),
     Migration(8, "advice rollups: the advisor's counters and per-minute prompt-prefix counts", ADVICE_ROLLUPS),
     Migration(9, "spans table rebuilt: sorted by role and time, granules of 1,024 rows", SPANS_REBUILD),
-    Migration(10, "daily rollups", (*_exact_column("agentlat_rollup_1h"), ROLLUP_DAILY_DDL, days_from_hours("1"))),
+    Migration(10, "daily rollups", ROLLUP_DAILY),
     Migration(11, "exact values of small rollup groups", ROLLUP_EXACT),
     Migration(12, "GenAI events and gen_ai.* metric points (OTLP logs and metrics)", (EVENTS_DDL, METRIC_POINTS_DDL)),
     Migration(13, "streamed tool-call dispatch per trace", (TRACE_DISPATCH_COLUMNS,)),
@@ -693,6 +772,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(21, "spans: the tool calls a model's answer asked for", (ANSWER_TOOL_CALLS_DDL,)),
     Migration(22, "rollups: prompt-cache misses by reason, input tokens and cost of hits and misses", CACHE_ROLLUPS),
     Migration(23, "releases, prompt versions and models: when each was first and last seen", VERSIONS),
+    Migration(24, "rollups by release and prompt version", VERSION_ROLLUPS),
 )
 
 LEDGER_DDL = """

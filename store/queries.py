@@ -7,18 +7,20 @@ Raw-span reads use FINAL so spans delivered twice (OTLP retries, log replay) cou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agentlat import semconv as sc
 from agentlat.store.backends import Params
 from agentlat.store.rollup_sql import (
     ALL_EXACT,
     ALL_VALUES,
     CLIENT_MODEL,
     FINAL_SETTINGS,
+    GROUP_COLUMNS,
     MERGED_DIGEST,
     MERGED_QUANTILES,
+    SPAN_PROMPT_VERSION,
+    SPAN_RELEASE,
     TOOL_CALL,
     TRACE_WINDOW_SETTINGS,
 )
@@ -34,9 +36,17 @@ DIMENSIONS: dict[str, str] = {
     "tool": "Tool",
     "role": "Role",
     "span_name": "SpanName",
-    "release": "ResourceAttributes['service.version']",  # the service's version: a release, as deployed
-    "prompt": f"SpanAttributes['{sc.PROMPT_VERSION}']",  # the SDK's prompt version (else its stable prefix's hash)
+    "release": SPAN_RELEASE,  # the service's version: a release, as deployed
+    "prompt": SPAN_PROMPT_VERSION,  # the SDK's prompt version (else its stable prefix's hash)
 }
+# Where the rollup tables and agentlat_traces keep the dimensions they keep: the spans' columns, and their own
+# columns for what the spans hold as attributes.
+ROLLUP_COLUMNS: dict[str, str] = {
+    **{d: DIMENSIONS[d] for d in ("service", "route", "agent", "model", "tool")},
+    "release": "Release",
+    "prompt": "PromptVersion",
+}
+TRACE_COLUMNS: dict[str, str] = {**{d: DIMENSIONS[d] for d in ("service", "route", "agent")}, "release": "Release"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +101,10 @@ class SpanFilter:
             f" AND {time_column} < fromUnixTimestamp64Nano({{end_ns:Int64}})"
         )
 
-    def equality_tests(self) -> list[str]:
-        """One ``Column = {fN:String}`` test per filter, matching ``params()``."""
-        return [f"{DIMENSIONS[d]} = {{f{i}:String}}" for i, (d, _) in enumerate(self._equals())]
+    def equality_tests(self, columns: Mapping[str, str] = DIMENSIONS) -> list[str]:
+        """One ``Column = {fN:String}`` test per filter, matching ``params()``, the columns of the spans or those
+        of a table keeping fewer (``ROLLUP_COLUMNS``, ``TRACE_COLUMNS``)."""
+        return [f"{columns[d]} = {{f{i}:String}}" for i, (d, _) in enumerate(self._equals())]
 
     def _equals(self) -> list[tuple[str, str]]:
         return sorted(self.equals.items())
@@ -232,28 +243,24 @@ def trace_sql(project: str, trace_id: str, derived: Sequence[str]) -> tuple[str,
 
 
 # --- reads of the rollups ---------------------------------------------------------------
-ROLLUP_DIMENSIONS = ("service", "route", "agent", "model", "tool")
+ROLLUP_DIMENSIONS = tuple(ROLLUP_COLUMNS)
 MINUTE_S, HOUR_S, DAY_S = 60, 3600, 86_400
 
 
-def rollup_spans(where: SpanFilter, largest: int = DAY_S) -> Params:
+def rollup_spans(where: SpanFilter, largest: int = DAY_S, prefix: str = "") -> Params:
     """The minutes a window covers, ``[minute_first, minute_last)`` (from the minute its start falls
     in up to its end); the whole hours among them that the hourly table answers for,
     ``[hour_first, hour_last)``; and the whole (UTC) days among those that the daily table answers
     for, ``[day_first, day_last)``. Tiers longer than ``largest`` seconds are not used; an unused or
-    empty range is empty at the end of the range it would be cut from."""
+    empty range is empty at the end of the range it would be cut from. Each name starts with ``prefix``, as
+    ``rollup_rows`` reads them, so one query can read two windows."""
     minute_first = where.start_ns // 60_000_000_000 * MINUTE_S
     minute_last = -(-where.end_ns // 60_000_000_000) * MINUTE_S
     hour_first, hour_last = _whole(minute_first, minute_last, HOUR_S if largest >= HOUR_S else 0)
     day_first, day_last = _whole(hour_first, hour_last, DAY_S if largest >= DAY_S else 0)
-    return {
-        "minute_first": minute_first,
-        "minute_last": minute_last,
-        "hour_first": hour_first,
-        "hour_last": hour_last,
-        "day_first": day_first,
-        "day_last": day_last,
-    }
+    spans = {"minute_first": minute_first, "minute_last": minute_last, "hour_first": hour_first,
+             "hour_last": hour_last, "day_first": day_first, "day_last": day_last}  # fmt: skip
+    return {prefix + name: value for name, value in spans.items()}
 
 
 def _whole(first: int, last: int, period: int) -> tuple[int, int]:
@@ -265,32 +272,33 @@ def _whole(first: int, last: int, period: int) -> tuple[int, int]:
     return last, last
 
 
-def _rollup_rows(where: SpanFilter, metric_test: str, columns: str, values: str = "Count, Sum, Digest, Exact") -> str:
+def rollup_rows(
+    where: SpanFilter, metric_test: str, columns: str, values: str = "Count, Sum, Digest, Exact", prefix: str = ""
+) -> str:
     """Matching rollup rows of the window, whole days from the daily table, the other whole hours from
-    the hourly one and the rest from minutes, each with its start as ``T``. A group that a re-analysis
-    emptied keeps rows with a count of 0 (rollup_sql.minutes_from_raw), so callers keep only groups
-    whose count adds up to more than 0."""
-    tests = " AND ".join(["ProjectId = {project:String}", *where.equality_tests(), metric_test])
+    the hourly one and the rest from minutes, each with its start as ``T``, in the ranges of ``rollup_spans``
+    (with the same ``prefix``). A group that a re-analysis emptied keeps rows with a count of 0
+    (rollup_sql.minutes_from_raw), so callers keep only groups whose count adds up to more than 0."""
+    tests = " AND ".join(["ProjectId = {project:String}", *where.equality_tests(ROLLUP_COLUMNS), metric_test])
 
     def tier(table: str, column: str, first: str, cut_first: str, cut_last: str, last: str) -> str:
         """The rows of ``[first, last)`` outside ``[cut_first, cut_last)``."""
+        first, cut_first, cut_last, last = (prefix + name for name in (first, cut_first, cut_last, last))
         return f"""
         SELECT {columns}, Metric, {values}, {column} AS T FROM {table} FINAL
         WHERE {tests}
           AND ({column} >= toDateTime({{{first}:UInt32}}) AND {column} < toDateTime({{{cut_first}:UInt32}})
                OR {column} >= toDateTime({{{cut_last}:UInt32}}) AND {column} < toDateTime({{{last}:UInt32}}))"""
 
+    day_first, day_last = f"{prefix}day_first", f"{prefix}day_last"
     return f"""
         {tier("agentlat_rollup_1m", "Minute", "minute_first", "hour_first", "hour_last", "minute_last")}
         UNION ALL
         {tier("agentlat_rollup_1h", "Hour", "hour_first", "day_first", "day_last", "hour_last")}
         UNION ALL
         SELECT {columns}, Metric, {values}, Day AS T FROM agentlat_rollup_1d FINAL
-        WHERE {tests} AND Day >= toDateTime({{day_first:UInt32}}) AND Day < toDateTime({{day_last:UInt32}})
+        WHERE {tests} AND Day >= toDateTime({{{day_first}:UInt32}}) AND Day < toDateTime({{{day_last}:UInt32}})
     """
-
-
-_ROLLUP_COLUMNS = "ServiceName, Route, Agent, Model, Tool"
 
 
 def rollup_percentiles_sql(
@@ -299,8 +307,8 @@ def rollup_percentiles_sql(
     """Count, mean and p50/p95/p99 per group and metric, merged from the rollups: exact for a group of at
     most EXACT_MAX values, else by t-digest (rollup_sql.MERGED_QUANTILES); at most ``limit`` rows, the
     most counted first (all of them with None)."""
-    columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
-    rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS)
+    columns = "".join(f"{ROLLUP_COLUMNS[d]} AS {d}, " for d in group_by)
+    rows = rollup_rows(where, "Metric IN {metrics:Array(String)}", GROUP_COLUMNS)
     sql = f"""
         SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) AS sum, sum(Sum) / sum(Count) AS mean,
                {MERGED_QUANTILES} AS q
@@ -318,8 +326,8 @@ def rollup_percentiles_sql(
 def rollup_totals_sql(metrics: Sequence[str], group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
     """Count, sum and mean per group and metric, without merging digests (which is most of the cost
     of ``rollup_percentiles_sql``)."""
-    columns = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
-    rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS, values="Count, Sum")
+    columns = "".join(f"{ROLLUP_COLUMNS[d]} AS {d}, " for d in group_by)
+    rows = rollup_rows(where, "Metric IN {metrics:Array(String)}", GROUP_COLUMNS, values="Count, Sum")
     sql = f"""
         SELECT {columns}Metric AS metric, sum(Count) AS count, sum(Sum) AS sum, sum(Sum) / sum(Count) AS mean
         FROM ({rows})
@@ -333,8 +341,8 @@ def rollup_totals_sql(metrics: Sequence[str], group_by: Sequence[str], where: Sp
 def rollup_groups_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, Params]:
     """The groups that served requests in the window, with their request counts: rollup counts only,
     no digest to merge."""
-    columns = ", ".join(f"{DIMENSIONS[d]} AS {d}" for d in group_by)
-    rows = _rollup_rows(where, "Metric = 'e2e'", _ROLLUP_COLUMNS, values="Count")
+    columns = ", ".join(f"{ROLLUP_COLUMNS[d]} AS {d}" for d in group_by)
+    rows = rollup_rows(where, "Metric = 'e2e'", GROUP_COLUMNS, values="Count")
     sql = f"""
         SELECT {columns}, sum(Count) AS count
         FROM ({rows})
@@ -348,8 +356,8 @@ def rollup_groups_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, 
 
 
 def timeseries_sql(metric: str, group_by: Sequence[str], where: SpanFilter, step_seconds: int) -> tuple[str, Params]:
-    columns = "".join(f", {DIMENSIONS[d]} AS {d}" for d in group_by)
-    rows = _rollup_rows(where, "Metric = {metric:String}", _ROLLUP_COLUMNS)
+    columns = "".join(f", {ROLLUP_COLUMNS[d]} AS {d}" for d in group_by)
+    rows = rollup_rows(where, "Metric = {metric:String}", GROUP_COLUMNS)
     sql = f"""
         SELECT toUnixTimestamp(toStartOfInterval(T, toIntervalSecond({{step:UInt32}}))) AS t{columns},
                sum(Count) AS count, {MERGED_QUANTILES} AS q
@@ -374,8 +382,8 @@ def timeseries_rows(
 ) -> tuple[str, Params]:
     """Count and sum of rollup metrics per interval of ``step_seconds``, group and metric (no digest merged). The
     caller adds the tiers (``rollup_spans``) its step allows."""
-    columns = "".join(f", {DIMENSIONS[d]} AS {d}" for d in group_by)
-    rows = _rollup_rows(where, "Metric IN {metrics:Array(String)}", _ROLLUP_COLUMNS, values="Count, Sum")
+    columns = "".join(f", {ROLLUP_COLUMNS[d]} AS {d}" for d in group_by)
+    rows = rollup_rows(where, "Metric IN {metrics:Array(String)}", GROUP_COLUMNS, values="Count, Sum")
     sql = f"""
         SELECT toUnixTimestamp(toStartOfInterval(T, toIntervalSecond({{step:UInt32}}))) AS t{columns},
                Metric AS metric, sum(Count) AS count, sum(Sum) AS sum
@@ -398,7 +406,7 @@ def heatmap_sql(metric: str, where: SpanFilter, step_seconds: int) -> tuple[str,
     """Per interval of ``step_seconds``: the count of a rollup metric, whether the rollups hold all its
     values (``exact``, at most EXACT_MAX of them) and then those values, sorted; else the values at
     ``HEATMAP_LEVELS`` of its merged t-digest, each standing for a hundredth of the count."""
-    rows = _rollup_rows(where, "Metric = {metric:String}", _ROLLUP_COLUMNS)
+    rows = rollup_rows(where, "Metric = {metric:String}", GROUP_COLUMNS)
     levels = ", ".join(repr(level) for level in HEATMAP_LEVELS)
     sql = f"""
         SELECT toUnixTimestamp(toStartOfInterval(T, toIntervalSecond({{step:UInt32}}))) AS t,
@@ -416,7 +424,7 @@ def heatmap_sql(metric: str, where: SpanFilter, step_seconds: int) -> tuple[str,
 
 
 # --- the split of the requests at p50, p95 and p99 (the Overview's "where E2E goes") ----------
-TRACE_DIMENSIONS = ("service", "route", "agent")  # the dimensions agentlat_traces keeps
+TRACE_DIMENSIONS = tuple(TRACE_COLUMNS)  # the dimensions agentlat_traces keeps
 TAIL_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 TAIL_BAND = 0.005  # half-width of the rank band around each percentile
 
@@ -429,9 +437,9 @@ def tail_split_sql(group_by: Sequence[str], where: SpanFilter) -> tuple[str, Par
     Each trace's parts add up to its E2E, so the means add up to the band's mean E2E. One row per trace: no
     span is read. A group's traces are ranked by sorting them as one array (a window function sorting
     every row took 1.4x as long at 140,000 traces)."""
-    keys = "".join(f"{DIMENSIONS[d]} AS {d}, " for d in group_by)
+    keys = "".join(f"{TRACE_COLUMNS[d]} AS {d}, " for d in group_by)
     grouping = f"GROUP BY {', '.join(group_by)}" if group_by else ""
-    condition = " AND ".join([where.window_clause("Start"), *where.equality_tests(), "SplitComplete = 1"])
+    condition = " AND ".join([where.window_clause("Start"), *where.equality_tests(TRACE_COLUMNS), "SplitComplete = 1"])
     sql = f"""
         SELECT {"".join(f"{d}, " for d in group_by)}level, toFloat64(length(ranked) - 1) AS last,
                toUInt64(greatest(floor((level - {{band:Float64}}) * last), 0)) AS first_rank,
@@ -472,8 +480,8 @@ DIMENSION_UNITS: dict[str, str] = {
     "agent": "Role = 'agent'",  # agent runs
     "model": CLIENT_MODEL,  # client model calls
     "tool": TOOL_CALL,  # tool calls
-    "release": "ParentSpanId = ''",  # requests its service served (not kept in the rollups: from the spans)
-    "prompt": CLIENT_MODEL,  # model calls with the prompt version (from the spans too)
+    "release": "ParentSpanId = ''",  # requests its service served
+    "prompt": CLIENT_MODEL,  # model calls with the prompt version
 }
 DIMENSION_METRICS: dict[str, tuple[str, ...]] = {
     "route": ("e2e", "ttft", "itl", "model", "tool"),
@@ -532,13 +540,18 @@ def dimensions_sql(dimension: str, where: SpanFilter, by_service: bool = False) 
 
 
 # The rollup metrics that hold each dimension's unit count and error count.
-DIMENSION_UNIT_ROLLUPS = {"route": "n_root", "agent": "agent", "model": "model", "tool": "tool"}
-DIMENSION_ERROR_ROLLUPS = {
-    "route": "n_error_root",
-    "agent": "n_error_agent",
-    "model": "n_error_model",
-    "tool": "n_error_tool",
+DIMENSION_UNIT_ROLLUPS = {
+    "route": "n_root",
+    "agent": "agent",
+    "model": "model",
+    "tool": "tool",
+    "release": "n_root",
+    "prompt": "model",
 }
+DIMENSION_ERROR_ROLLUPS = {
+    "route": "n_error_root", "agent": "n_error_agent", "model": "n_error_model", "tool": "n_error_tool",
+    "release": "n_error_root", "prompt": "n_error_model",
+}  # fmt: skip
 _TOKEN_RATIOS = {  # row key: (numerator, denominator) token counters, client calls first, then server spans
     "cache_hit_rate": ("cache_read", "cache_input"),
     "spec_acceptance": ("spec_accepted", "spec_proposed"),

@@ -1,7 +1,8 @@
 """What the rollup tables hold, and the SQL that fills them: shared by the migrations' backfills and by
 the collector's recomputation of the minutes that received data (store/analysis.py).
 
-Each rollup row is one metric of one group (project, service, route, agent, model, tool) in one minute,
+Each rollup row is one metric of one group (project, service, route, agent, model, tool, release and prompt
+version) in one minute,
 hour or (UTC) day: a count, a sum, and either the values themselves (``Exact``, sorted, when there are at
 most ``EXACT_MAX``) or a t-digest of them (``Digest``, else). Hours merge minutes, days merge hours.
 
@@ -13,6 +14,7 @@ that; a larger one gets the t-digest estimate (``MERGED_QUANTILES``).
 
 from __future__ import annotations
 
+from agentlat import semconv as sc
 from agentlat.store import cache_misses
 
 ROLLUP_LEVELS = "0.5, 0.95, 0.99"
@@ -65,6 +67,14 @@ _SERVER_MODEL = "Role = 'model' AND IsServerSpan = 1"
 LONG_OUTPUT_TOKENS = 400  # an output long enough for speculative decoding to pay off
 LONG_PLAIN = f"OutputTokens >= {LONG_OUTPUT_TOKENS} AND SpecProposedTokens IS NULL"
 PREFIX_HASH = "SpanAttributes['agentlat.prompt.prefix_hash']"
+# A span's release (its service's version, as deployed) and prompt version (the SDK's, else its stable prefix's
+# hash): rollup dimensions (Release, PromptVersion) read from the span's attributes. A trace's release is its
+# root's (agentlat_traces.Release, from the analysis); a trace has no one prompt version, so its rows have none.
+SPAN_RELEASE = "ResourceAttributes['service.version']"
+SPAN_PROMPT_VERSION = f"SpanAttributes['{sc.PROMPT_VERSION}']"
+GROUP_COLUMNS = "ServiceName, Route, Agent, Model, Tool, Release, PromptVersion"  # a rollup row's group
+# The columns a rollup INSERT fills, named: a column a later migration adds elsewhere leaves it valid.
+_ROW_COLUMNS = f"(ProjectId, Metric, {{time}}, {GROUP_COLUMNS}, Count, Sum, Digest, Exact, Version)"
 
 # Latencies (ms) of spans, and of analysed traces from agentlat_traces.
 SPAN_ROLLUP_METRICS = {
@@ -178,35 +188,36 @@ def minutes_from_raw(spans_where: str, traces_where: str, minutes_where: str, ve
     exact = f"(count(value) <= {EXACT_MAX} AND metric NOT IN ({undigested}))"
     traces = latest_traces(
         traces_where,
-        f"ProjectId, Start, ServiceName, Route, Agent, arrayConcat([{trace_metrics}]{call_metrics}) AS metrics",
+        f"ProjectId, Start, ServiceName, Route, Agent, Release,"
+        f" arrayConcat([{trace_metrics}]{call_metrics}) AS metrics",
     )
     return f"""
-INSERT INTO agentlat_rollup_1m
-SELECT ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool, count(value), coalesce(sum(value), 0),
+INSERT INTO agentlat_rollup_1m {_ROW_COLUMNS.format(time="Minute")}
+SELECT ProjectId, metric, minute, {GROUP_COLUMNS}, count(value), coalesce(sum(value), 0),
        if({exact}, {NO_DIGEST},
           quantilesTDigestStateIf({ROLLUP_LEVELS})(if(metric IN ({undigested}), 0, assumeNotNull(value)),
                                                     isNotNull(value))),
        if({exact}, arraySort(groupArrayIf({EXACT_MAX})(assumeNotNull(value), isNotNull(value))), {NO_VALUES}),
        {version}
 FROM (
-    SELECT ProjectId, m.1 AS metric, toStartOfMinute(Timestamp) AS minute,
-           ServiceName, Route, Agent, Model, Tool, m.2 AS value
+    SELECT ProjectId, m.1 AS metric, toStartOfMinute(Timestamp) AS minute, ServiceName, Route, Agent, Model, Tool,
+           {SPAN_RELEASE} AS Release, {SPAN_PROMPT_VERSION} AS PromptVersion, m.2 AS value
     FROM otel_traces FINAL
     ARRAY JOIN arrayFilter(x -> isNotNull(x.2), [{span_metrics}]) AS m
     WHERE {spans_where}
     {FINAL_SETTINGS}
     UNION ALL
     SELECT ProjectId, m.1 AS metric, toStartOfMinute(Start) AS minute,
-           ServiceName, Route, Agent, '' AS Model, '' AS Tool, m.2 AS value
+           ServiceName, Route, Agent, '' AS Model, '' AS Tool, Release, '' AS PromptVersion, m.2 AS value
     FROM {traces}
     ARRAY JOIN arrayFilter(x -> isNotNull(x.2), metrics) AS m
     WHERE {traces_where}
     UNION ALL
-    SELECT ProjectId, Metric, Minute, ServiceName, Route, Agent, Model, Tool, CAST(NULL, 'Nullable(Float64)')
+    SELECT ProjectId, Metric, Minute, {GROUP_COLUMNS}, CAST(NULL, 'Nullable(Float64)')
     FROM agentlat_rollup_1m
     WHERE {minutes_where}
 )
-GROUP BY ProjectId, metric, minute, ServiceName, Route, Agent, Model, Tool
+GROUP BY ProjectId, metric, minute, {GROUP_COLUMNS}
 """
 
 
@@ -237,12 +248,12 @@ def _merged(target: str, period: str, source: str, where: str) -> str:
     """The rows of a coarser period: all the values when they are at most EXACT_MAX, else one t-digest."""
     name = period.rsplit(" ", 1)[1]
     return f"""
-INSERT INTO {target}
-SELECT ProjectId, Metric, {period}, ServiceName, Route, Agent, Model, Tool, sum(Count), sum(Sum),
+INSERT INTO {target} {_ROW_COLUMNS.format(time=name)}
+SELECT ProjectId, Metric, {period}, {GROUP_COLUMNS}, sum(Count), sum(Sum),
        if({ALL_EXACT}, {NO_DIGEST}, {MERGED_DIGEST}), if({ALL_EXACT}, {ALL_VALUES}, {NO_VALUES}), max(Version)
 FROM {source} FINAL
 WHERE {where}
-GROUP BY ProjectId, Metric, {name}, ServiceName, Route, Agent, Model, Tool
+GROUP BY ProjectId, Metric, {name}, {GROUP_COLUMNS}
 {FINAL_SETTINGS}
 """
 

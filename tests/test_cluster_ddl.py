@@ -119,6 +119,16 @@ def test_column_changes_reach_local_and_distributed_tables() -> None:
     ]
 
 
+def test_rollup_version_columns_extend_the_local_sorting_keys_only() -> None:
+    """Migration 24 adds them, and 5, 7, 8, 10, 11 and 22, whose rollup SQL groups by them, first where missing:
+    the local tables' sorting key grows in the same ALTER; a Distributed table takes the columns alone."""
+    added = [s for s in STATEMENTS if "ADD COLUMN IF NOT EXISTS Release LowCardinality(String) CODEC" in s]
+    local = [s for s in added if "_local ON CLUSTER" in s]
+    assert len(local) == len(added) / 2 == 2 + 2 + 2 + 1 + 3 + 3 + 3
+    assert all(s.endswith(", Model, Tool, Release, PromptVersion)") and "MODIFY ORDER BY" in s for s in local)
+    assert all("MODIFY ORDER BY" not in s and s.endswith("AFTER Release") for s in added if s not in local)
+
+
 def test_trace_dispatch_columns_reach_local_and_distributed_tables() -> None:
     """Migration 13 adds them; 7, 8 and 11, whose rollup SQL reads them, add them first where missing."""
     added = [s for s in STATEMENTS if "ADD COLUMN IF NOT EXISTS DispatchSavingMs Float64" in s]
@@ -132,7 +142,8 @@ def test_trace_dispatch_columns_reach_local_and_distributed_tables() -> None:
 def test_backfills_run_once_through_the_distributed_tables() -> None:
     into_ledger = "INSERT INTO `agentlat`.agentlat_migrations "  # ledger rows and migration 9's mark
     backfills = [s for s in STATEMENTS if s.startswith("INSERT INTO") and not s.startswith(into_ledger)]
-    assert [re.match(r"INSERT INTO (\S+) SETTINGS distributed_foreground_insert = 1\n", s)[1] for s in backfills] == [
+    into = r"INSERT INTO (\S+)(?: \([^)]*\))? SETTINGS distributed_foreground_insert = 1\n"  # the columns named or not
+    assert [re.match(into, s)[1] for s in backfills] == [
         "`agentlat`.agentlat_rollup_1h",  # migration 5
         "`agentlat`.agentlat_rollup_1m",  # migration 7: minutes, then their hours
         "`agentlat`.agentlat_rollup_1h",
@@ -149,6 +160,10 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         "`agentlat`.agentlat_rollup_1h",
         "`agentlat`.agentlat_rollup_1d",
         "`agentlat`.agentlat_versions",  # migration 23: first and last seen of the spans stored before its view
+        "`agentlat`.agentlat_traces",  # migration 24: each analysed trace's release, then minutes, hours, days
+        "`agentlat`.agentlat_rollup_1m",
+        "`agentlat`.agentlat_rollup_1h",
+        "`agentlat`.agentlat_rollup_1d",
     ]
     # ARRAY JOINs are left alone; the newest analyses of the traces found; the groups the minutes held
     traces = ["`agentlat`.agentlat_traces", "`agentlat`.agentlat_traces"]
@@ -176,6 +191,10 @@ def test_backfills_run_once_through_the_distributed_tables() -> None:
         hours,
         ["`agentlat`.agentlat_rollup_1h"],
         ["`agentlat`.otel_traces"],  # migration 23: versions (its ARRAY JOIN is no table)
+        ["`agentlat`.agentlat_traces", "`agentlat`.otel_traces"],  # migration 24: releases of analysed traces
+        minutes,
+        hours,
+        ["`agentlat`.agentlat_rollup_1h"],
     ]  # fmt: skip
     assert not any("ON CLUSTER" in s for s in backfills)
 

@@ -182,7 +182,6 @@ def test_a_side_with_no_spans_has_no_figures(server: ServerProcess) -> None:
         ({"dimension": "time"}, "give at=, not a= or b="),
         ({"dimension": "time", "at": "2001-01-01T00:00:00Z"}, "must fall inside the window"),
         ({"dimension": "time", "at": "soon"}, "at='soon': expected a time"),
-        ({"dimension": "release", "a": "1", "b": "2", "window": "30d"}, "a window of at most 7d"),
     ],
 )
 def test_a_question_it_cannot_answer_gets_a_clear_error(server: ServerProcess, params: dict, message: str) -> None:

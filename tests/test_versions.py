@@ -20,9 +20,11 @@ from agentlat.store import MIGRATIONS, Store
 from tests.fake_llm_fixtures import export_to
 from tests.servers import AGENTLAT, ServerProcess, wait_for
 from tests.span_tables import span_batch
-from tests.test_compare_api import MINUTE, _spans
+from tests.test_compare_api import E2E, MINUTE, _p, _spans
 from tests.test_dashboard_apptest import opener
 from tests.test_trace_analysis_e2e import FAST
+
+SIDES = {"a": "1.0", "b": "2.0"}
 
 
 @pytest.fixture(scope="module")
@@ -129,19 +131,37 @@ def test_the_cli_names_what_began_nearest_the_instant(sent: tuple[ServerProcess,
     assert lines[1].startswith("  model m-2 of shop first seen") and len(lines) == 5  # the nearest five of six
 
 
-def test_releases_and_prompt_versions_are_dimensions_read_from_the_spans(sent: tuple[ServerProcess, list]) -> None:
+@pytest.mark.parametrize("source", ["spans", "rollups"])
+def test_releases_and_prompt_versions_are_dimensions(sent: tuple[ServerProcess, list], source: str) -> None:
+    """The same figures exact from the spans and from the rollups, which keep releases and prompt versions."""
     proc, _ = sent
-    body = proc.get("/api/v1/dimensions", dimension="release", window="2h").json()
-    assert body["source"] == "spans"  # any window: the rollups do not keep releases
+    body = proc.get("/api/v1/dimensions", dimension="release", window="2h", source=source).json()
+    assert body["source"] == source
     found = {r["name"]: (r["count"], r["metrics"]["e2e"]["p50"], r["metrics"]["ttft"]["p50"]) for r in body["rows"]}
     assert found == {"1.0": (40, 1195.0, 119.5), "2.0": (40, 1495.0, 169.5)}
-    prompts = proc.get("/api/v1/dimensions", dimension="prompt", window="2h").json()["rows"]
+    prompts = proc.get("/api/v1/dimensions", dimension="prompt", window="2h", source=source).json()["rows"]
     assert {r["name"]: (r["count"], r["metrics"]["ttft"]["p50"]) for r in prompts} == {
         "v3": (40, 119.5),
         "v4": (40, 169.5),
     }
-    refused = proc.get("/api/v1/dimensions", dimension="release", source="rollups", window="2h")
-    assert refused.status_code == 400 and "not kept in rollups" in refused.json()["error"]["message"]
+    e2e = proc.get("/api/v1/percentiles", metric="e2e", group_by="release", window="2h", source=source).json()
+    assert {r["group"]["release"]: (r["count"], r["p50"], r["p99"]) for r in e2e["rows"]} == {
+        release: (40, _p(E2E[side], 0.5), pytest.approx(_p(E2E[side], 0.99))) for side, release in SIDES.items()
+    }
+    filtered = proc.get("/api/v1/percentiles", metric="ttft", release="2.0", prompt="v4", window="2h", source=source)
+    [row] = filtered.json()["rows"]
+    assert (row["count"], row["p50"]) == (40, 169.5)
+
+
+def test_the_split_per_release_from_the_rollups(sent: tuple[ServerProcess, list]) -> None:
+    """Each analysed trace carries its root's release, so the split and its p50/p95/p99 are kept per release."""
+    proc, _ = sent
+    rows = proc.get("/api/v1/breakdown", group_by="release", window="2h").json()["rows"]
+    found = {r["group"]["release"]: (r["traces"], r["e2e"]["p50"], r["at"]["p50"]["e2e"]) for r in rows}
+    assert found == {"1.0": (40, 1195.0, 1195.0), "2.0": (40, 1495.0, 1495.0)}
+    means = {r["group"]["release"]: tuple(r[part]["mean"] for part in ("model", "tool", "orchestration")) for r in rows}
+    # the model call 1 to 301 ms, then the tool for 200 (1.0) or 500 ms (2.0), the rest orchestration
+    assert means == {"1.0": pytest.approx((300.0, 200.0, 695.0)), "2.0": pytest.approx((300.0, 500.0, 695.0))}
     slowest = proc.get("/api/v1/traces", release="2.0", window="2h", sort="slowest", limit=100).json()["traces"]
     assert len(slowest) == 40 and slowest[0]["duration_ms"] == pytest.approx(1300.0 + 390)
 
@@ -155,7 +175,7 @@ def test_the_routes_page_lists_releases_and_links_their_traces(
     assert list(frame["release"]) == ["1.0", "2.0"] and list(frame["requests"]) == [40, 40]
     assert list(frame["E2E p50"]) == [1195.0, 1495.0]
     assert list(frame["traces"])[1] == "traces?window=1h&service=shop&release=2.0&sort=slowest"
-    assert any("exact, from raw spans" in c.value for c in at.caption)
+    assert any("from per-minute rollups (exact up to 128 values" in c.value for c in at.caption)
 
 
 def test_top_by_release(sent: tuple[ServerProcess, list]) -> None:
@@ -166,7 +186,8 @@ def test_top_by_release(sent: tuple[ServerProcess, list]) -> None:
     body = json.loads(result.stdout)
     assert (body["by"], body["latency"]) == ("release", "e2e")
     rows = {r["name"]: (r["count"], r["latency_ms"]["p50"], r["ttft_ms"]["p50"], r["split"]) for r in body["rows"]}
-    assert rows == {"1.0": (40, 1195.0, 119.5, None), "2.0": (40, 1495.0, 169.5, None)}
+    assert {k: v[:3] for k, v in rows.items()} == {"1.0": (40, 1195.0, 119.5), "2.0": (40, 1495.0, 169.5)}
+    assert {k: v[3]["tool"]["mean_ms"] for k, v in rows.items()} == {"1.0": 200.0, "2.0": 500.0}
 
 
 def test_the_trace_explorer_filters_by_release(

@@ -469,7 +469,8 @@ def _minutes_to_roll_up(analyses: list[TraceAnalysis]) -> list[int]:
 
 # Columns of the traces table taken as the analysis gives them, and those it gives in ns.
 _AS_IS = {
-    "Start": "start_ns", "ServiceName": "service", "Route": "route", "Agent": "agent", "RootSpanId": "root_span_id",
+    "Start": "start_ns", "ServiceName": "service", "Route": "route", "Agent": "agent", "Release": "release",
+    "RootSpanId": "root_span_id",
     "RootName": "root_name", "Parallelism": "parallelism", "ModelCalls": "model_calls",
     "ToolCalls": "tool_calls", "Errors": "errors", "SpanCount": "span_count", "FirstTtftMs": "first_ttft_ms",
     "CacheHitRatio": "cache_hit_ratio", "SpecAcceptance": "spec_acceptance", "PrefetchHits": "prefetch_hits",

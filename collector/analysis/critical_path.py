@@ -193,6 +193,7 @@ class SpanRecord:
     tool_calls: tuple[StreamedToolCall, ...] = ()  # on a model span: the tool calls it streamed
     answer_tool_calls: tuple[str, ...] = ()  # on a model span: the ids of the tool calls its answer asked for
     args_ready_ns: int | None = None  # on a tool span: when its arguments were complete in the stream (unix ns)
+    release: str = ""  # its service's version (service.version): the trace's is its root's
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +264,7 @@ class TraceAnalysis:
     service: str
     route: str
     agent: str
+    release: str
     model_ns: int
     tool_ns: int
     orchestration_ns: int
@@ -362,6 +364,7 @@ def analyse(spans: Sequence[SpanRecord]) -> TraceAnalysis:
         service=root.service or _first(ordered, "service"),
         route=root.route or _first(ordered, "route"),
         agent=root.agent or _first(ordered, "agent"),
+        release=root.release,  # as exact reads give E2E: by the root span's own release
         model_ns=split[MODEL],
         tool_ns=split[TOOL],
         orchestration_ns=split[ORCHESTRATION],

@@ -1,7 +1,9 @@
 """``GET /api/v1/compare``: two sides of one dimension on the same spans (release A vs B, model X vs Y, prompt
 version 3 vs 4, before vs after an instant): TTFT, ITL and E2E at p50/p95/p99, the split's parts and each tool,
-with the difference and its bootstrap interval (store/compare.py)."""
+with the difference and its interval (store/compare.py): exact from the spans up to 7 days, from the rollups
+beyond."""
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
@@ -9,9 +11,9 @@ from starlette.concurrency import run_in_threadpool
 
 from agentlat.api.models import CompareResponse, SideValuesResponse, VersionsResponse
 from agentlat.api.windows import iso, parse_instant
-from agentlat.server.routes.deps import QUERY_ERRORS, Filter, StoreDep, require_exact_window, window_of
+from agentlat.server.routes.deps import EXACT_WINDOW_MAX_NS, QUERY_ERRORS, Filter, StoreDep, window_of
 from agentlat.shared.measures import DEFAULT_MIN_SAMPLES
-from agentlat.store import COMPARE_DIMENSIONS, VERSION_DIMENSIONS, Sides, SpanFilter, Store
+from agentlat.store import COMPARE_DIMENSIONS, VERSION_DIMENSIONS, Sides, SpanFilter, Store, rollup_at
 
 router = APIRouter(prefix="/api/v1", tags=["query"], responses=QUERY_ERRORS)
 
@@ -30,8 +32,12 @@ async def compare(
     at: Annotated[str, Query(description="dimension=time: the instant between the sides, inside the window")] = "",
 ) -> dict[str, Any]:
     sides = _sides(dimension, a, b, at, where.start_ns, where.end_ns)
-    require_exact_window(where, "compare")
-    found = await run_in_threadpool(store.compare, sides, where)
+    from_rollups = where.end_ns - where.start_ns > EXACT_WINDOW_MAX_NS
+    if from_rollups and dimension == "time":  # the rollups split at whole minutes
+        sides = replace(sides, at_ns=rollup_at(sides.at_ns))
+        if sides.at_ns <= where.start_ns:
+            raise HTTPException(400, f"at={at}: its minute starts before the window; choose a later instant")
+    found = await run_in_threadpool(store.compare, sides, where, from_rollups)
     nearest = sides.at_ns if dimension == "time" else None
     began = [v for v in await run_in_threadpool(_versions, store, list(VERSION_DIMENSIONS), where, nearest) if v["new"]]
     return {
@@ -41,8 +47,10 @@ async def compare(
         "at": iso(sides.at_ns) if dimension == "time" else None,
         "window": window_of(where),
         "filters": where.equals,
+        "source": "rollups" if from_rollups else "spans",
         "unit": "ms",
         "min_samples": {**DEFAULT_MIN_SAMPLES, "mean": DEFAULT_MIN_SAMPLES["p50"]},
+        "not_in_rollups": [],
         **found,
         "began": began,
     }
