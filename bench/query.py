@@ -525,6 +525,12 @@ PANELS: list[tuple[str, str]] = [
     ("advice, 24h", "/api/v1/advice?window=24h"),
     ("dimensions route, 24h (auto: rollups)", "/api/v1/dimensions?dimension=route&window=24h"),
     ("dimensions route, 24h, spans (exact)", "/api/v1/dimensions?dimension=route&window=24h&source=spans"),
+    ("dimensions release, 30d (rollups)", "/api/v1/dimensions?dimension=release&window=30d"),
+    (
+        "compare releases, 24h, spans (exact)",
+        f"/api/v1/compare?dimension=release&a={RELEASES[0]}&b={RELEASES[1]}&window=24h",
+    ),
+    ("compare releases, 30d, rollups", f"/api/v1/compare?dimension=release&a={RELEASES[0]}&b={RELEASES[1]}&window=30d"),
 ]
 
 

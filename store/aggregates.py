@@ -96,10 +96,42 @@ def _levers(calls: dict[str, dict[str, Any]], traces: dict[str, dict[str, Any]])
     return found
 
 
+def _rollup_levers(rows: Sequence[dict[str, Any]], left_out: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each lever the rollups keep, as ``_levers`` compares it, from per-hour sums (``compare.rollup_lever_sums_sql``'s
+    rows): a ratio's numerator and denominator, or a mean's sum and count, each hour one cluster the interval
+    resamples."""
+    hours: dict[tuple[str, str], dict[int, tuple[int, float]]] = {}
+    for row in rows:
+        hours.setdefault((row["side"], row["metric"]), {})[row["hour"]] = (row["count"], row["total"])
+    found = {}
+    for lever, (numerator, denominator) in compare.ROLLUP_LEVERS.items():
+        if lever in left_out:
+            continue
+        unit, _ = compare.LEVERS[lever]
+        pairs, counts = {}, {}
+        for side in ("a", "b"):
+            top = hours.get((side, numerator), {})
+            below = hours.get((side, denominator), {}) if denominator else {}
+            pairs[side] = [(total, below[h][1] if denominator else count) for h, (count, total) in top.items()
+                           if not denominator or h in below]  # fmt: skip
+            counts[side] = sum(count for count, _ in top.values())
+        change = ratio_change(pairs["a"], pairs["b"], RATIO_MIN_SAMPLES)
+        for side in ("a", "b"):
+            change[side]["count"] = counts[side]
+        found[lever] = {"unit": unit, **change, "statistic": "ratio" if unit == "ratio" else "mean"}
+    return found
+
+
 class AggregateReads:
     """Reads that aggregate a window of spans, traces or rollups."""
 
     backend: Backend
+
+    def _rows_at_once(self, queries: dict[str, tuple[str, Params]]) -> dict[str, list[dict[str, Any]]]:
+        """Each query's rows, under its key: the queries run concurrently (the engine runs each on its threads)."""
+        with ThreadPoolExecutor(len(queries), thread_name_prefix="agentlat-reads") as pool:
+            found = {key: pool.submit(self.backend.query_arrow, *query) for key, query in queries.items()}
+            return {key: future.result().to_pylist() for key, future in found.items()}
 
     def _rows(self, sql: str, params: Params | None = None) -> list[dict[str, Any]]:
         return self.backend.query_arrow(sql, params).to_pylist()
@@ -177,10 +209,7 @@ class AggregateReads:
         from the spans and traces, or from the rollups. The queries run concurrently."""
         builds = _ADVICE_FROM_ROLLUPS if from_rollups else _ADVICE_EXACT
         cache = cache_report.cache_report_sql(["route"], advice.window_only(where), from_rollups)
-        with ThreadPoolExecutor(len(builds) + 1, thread_name_prefix="agentlat-advice") as pool:
-            found = {key: pool.submit(self.backend.query_arrow, *build(where)) for key, build in builds.items()}
-            found["cache"] = pool.submit(self.backend.query_arrow, *cache)
-            rows = {key: future.result().to_pylist() for key, future in found.items()}
+        rows = self._rows_at_once({**{key: build(where) for key, build in builds.items()}, "cache": cache})
         evidence = advice.evidence_from_rollups(rows.pop("totals"), rows.pop("medians")) if from_rollups else {}
         for report in cache_report.report_from_rows(rows.pop("cache"), ["route"]):
             if report["group"]["route"]:
@@ -216,14 +245,15 @@ class AggregateReads:
         levers that moved with them. Exact from the spans, or from the rollups (``compare_from_rollups``)."""
         if from_rollups:
             return self.compare_from_rollups(sides, where)
-        values: dict[tuple[str, str], list[float]] = {}
-        for row in self._rows(*compare.metric_values_sql(sides, where)):
-            values[(row["metric"], row["side"])] = row["values"]
-        split = {row["side"]: row for row in self._rows(*compare.split_values_sql(sides, where))}
+        builds = {"values": compare.metric_values_sql, "split": compare.split_values_sql,
+                  "tools": compare.tool_values_sql, "calls": compare.call_lever_values_sql}  # fmt: skip
+        rows = self._rows_at_once({key: build(sides, where) for key, build in builds.items()})
+        values = {(row["metric"], row["side"]): row["values"] for row in rows["values"]}
+        split = {row["side"]: row for row in rows["split"]}
         tools: dict[str, dict[str, list[float]]] = {}
-        for row in self._rows(*compare.tool_values_sql(sides, where)):
+        for row in rows["tools"]:
             tools.setdefault(row["tool"], {})[row["side"]] = row["values"]
-        calls = {row["side"]: row for row in self._rows(*compare.call_lever_values_sql(sides, where))}
+        calls = {row["side"]: row for row in rows["calls"]}
         return {
             "metrics": {
                 m: percentile_comparison(values.get((m, "a"), []), values.get((m, "b"), [])) for m in compare.COMPARED
@@ -244,8 +274,10 @@ class AggregateReads:
         (bootstrapped, as from the spans), else their digests' quantiles (``difference.compare_summaries``); the
         levers from hourly sums, resampled by the hour. What the rollups do not keep for this dimension is left
         out (``compare.NOT_IN_ROLLUPS``)."""
+        rows = self._rows_at_once({"distributions": compare.rollup_distributions_sql(sides, where),
+                                   "levers": compare.rollup_lever_sums_sql(sides, where)})  # fmt: skip
         found: dict[tuple[str, str, str], Summary] = {}
-        for row in self._rows(*compare.rollup_distributions_sql(sides, where)):
+        for row in rows["distributions"]:
             found[(row["metric"], row["tool"], row["side"])] = Summary(
                 row["count"], row["total"], bool(row["exact"]), row["values"]
             )
@@ -262,30 +294,6 @@ class AggregateReads:
                 part: of(metric, ("mean",)) for part, metric in compare.ROLLUP_SPLIT_METRICS.items()
             },
             "tools": {} if "tools" in left_out else {tool: of("tool", PERCENTILES, tool) for tool in tools},
-            "levers": self._rollup_levers(sides, where, left_out),
+            "levers": _rollup_levers(rows["levers"], left_out),
             "not_in_rollups": list(left_out),
         }  # fmt: skip
-
-    def _rollup_levers(self, sides: compare.Sides, where: SpanFilter, left_out: Sequence[str]) -> dict[str, Any]:
-        """Each lever the rollups keep, as ``_levers`` compares it, from per-hour sums: a ratio's numerator and
-        denominator, or a mean's sum and count, each hour one cluster the interval resamples."""
-        hours: dict[tuple[str, str], dict[int, tuple[int, float]]] = {}
-        for row in self._rows(*compare.rollup_lever_sums_sql(sides, where)):
-            hours.setdefault((row["side"], row["metric"]), {})[row["hour"]] = (row["count"], row["total"])
-        found = {}
-        for lever, (numerator, denominator) in compare.ROLLUP_LEVERS.items():
-            if lever in left_out:
-                continue
-            unit, _ = compare.LEVERS[lever]
-            pairs, counts = {}, {}
-            for side in ("a", "b"):
-                top = hours.get((side, numerator), {})
-                below = hours.get((side, denominator), {}) if denominator else {}
-                pairs[side] = [(total, below[h][1] if denominator else count) for h, (count, total) in top.items()
-                               if not denominator or h in below]  # fmt: skip
-                counts[side] = sum(count for count, _ in top.values())
-            change = ratio_change(pairs["a"], pairs["b"], RATIO_MIN_SAMPLES)
-            for side in ("a", "b"):
-                change[side]["count"] = counts[side]
-            found[lever] = {"unit": unit, **change, "statistic": "ratio" if unit == "ratio" else "mean"}
-        return found

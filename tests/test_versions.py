@@ -34,9 +34,15 @@ def sent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProce
         spans = _spans("a") + _spans("b")
         export_to(proc, spans)
         wait_for(lambda: len(proc.get("/api/v1/versions", window="2h").json()["versions"]) == 4, timeout=60)
+        wait_for(lambda: _rolled_up(proc), timeout=90)  # every trace analysed and its minute rolled up
         yield proc, spans
     finally:
         proc.stop()
+
+
+def _rolled_up(proc: ServerProcess) -> bool:
+    rows = proc.get("/api/v1/breakdown", group_by="release", window="2h").json()["rows"]
+    return sorted((r["group"]["release"], r["traces"]) for r in rows) == [("1.0", 40), ("2.0", 40)]
 
 
 def _seen(spans: list[ReadableSpan], key: str, value: str, resource: bool = False) -> tuple[str, str]:
