@@ -546,7 +546,9 @@ class SideStats(Answer):
 class Difference(Answer):
     statistic: str = Field(description="p50, p95, p99 or mean")
     difference: float | None = Field(description="B minus A, ms; null when a side has no values")
-    low: float | None = Field(description="the 95 % bootstrap interval's low end; null with too few samples")
+    low: float | None = Field(
+        description="the 95 % interval's low end (how it is drawn: `source`); null with too few samples"
+    )
     high: float | None
     status: Literal["slower", "faster", "no_clear_change", "too_few_samples", "no_data"] = Field(
         description="slower or faster when the interval excludes 0 (B against A)"
@@ -570,7 +572,9 @@ class LeverChange(Answer):
     b: LeverSide
     statistic: Literal["ratio", "mean"]
     difference: float | None = Field(description="B minus A, in `unit`")
-    low: float | None = Field(description="the 95 % bootstrap interval's low end; null with too few samples")
+    low: float | None = Field(
+        description="the 95 % interval's low end (how it is drawn: `source`); null with too few samples"
+    )
     high: float | None
     status: Literal["higher", "lower", "no_clear_change", "too_few_samples", "no_data"]
 

@@ -26,7 +26,7 @@ def source_note(found: CompareResponse) -> str:
     note = (
         "From the rollups (a window beyond 7 days): a side's values where they keep every one (at most 128), else "
         "its t-digest's quantiles, with intervals from the ranks a percentile's interval spans; the levers' from "
-        "resampling hours."
+        "resampling hours (20 a side)."
     )
     if found.not_in_rollups:
         kept_not = ", ".join(NOT_KEPT_NAMES.get(name, name) for name in found.not_in_rollups)

@@ -193,9 +193,9 @@ class AggregateReads:
     def dimension_summary(
         self, dimension: str, where: SpanFilter, from_rollups: bool, by_service: bool = False
     ) -> list[dict[str, Any]]:
-        """Per value of route, agent, model or tool (per service and value with ``by_service``): counts, errors,
-        rates and percentiles, exact from the spans, or from the rollups (percentiles exact up to EXACT_MAX
-        values, t-digest beyond; cost grows with minutes, not spans)."""
+        """Per value of route, agent, model, tool, release or prompt version (per service and value with
+        ``by_service``): counts, errors, rates and percentiles, exact from the spans, or from the rollups
+        (percentiles exact up to EXACT_MAX values, t-digest beyond; cost grows with minutes, not spans)."""
         if not from_rollups:
             return self._rows(*queries.dimensions_sql(dimension, where, by_service))
         # All rows: a row limit could drop some metrics of a value the summary lists.

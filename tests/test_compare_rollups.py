@@ -196,3 +196,11 @@ def test_an_instant_whose_minute_starts_before_the_window_is_refused(small: Serv
     response = small.get("/api/v1/compare", dimension="time", at=at, start=iso_start, end=iso_end)
     assert response.status_code == 400
     assert "its minute starts before the window; choose a later instant" in response.json()["error"]["message"]
+
+
+def test_a_filter_the_rollups_do_not_keep_is_refused_beyond_7_days(small: ServerProcess) -> None:
+    response = small.get("/api/v1/compare", dimension="release", a="1.0", b="2.0", window="8d", provider="openai")
+    assert response.status_code == 400
+    assert "filters ['provider'] are not kept in rollups" in response.json()["error"]["message"]
+    kept = small.get("/api/v1/compare", dimension="release", a="1.0", b="2.0", window="8d", route="/elsewhere")
+    assert kept.status_code == 200 and kept.json()["metrics"]["ttft"]["a"]["count"] == 0

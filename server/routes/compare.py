@@ -11,7 +11,14 @@ from starlette.concurrency import run_in_threadpool
 
 from agentlat.api.models import CompareResponse, SideValuesResponse, VersionsResponse
 from agentlat.api.windows import iso, parse_instant
-from agentlat.server.routes.deps import EXACT_WINDOW_MAX_NS, QUERY_ERRORS, Filter, StoreDep, window_of
+from agentlat.server.routes.deps import (
+    EXACT_WINDOW_MAX_NS,
+    QUERY_ERRORS,
+    Filter,
+    StoreDep,
+    require_rollup_filters,
+    window_of,
+)
 from agentlat.shared.measures import DEFAULT_MIN_SAMPLES
 from agentlat.store import COMPARE_DIMENSIONS, VERSION_DIMENSIONS, Sides, SpanFilter, Store, rollup_at
 
@@ -33,6 +40,8 @@ async def compare(
 ) -> dict[str, Any]:
     sides = _sides(dimension, a, b, at, where.start_ns, where.end_ns)
     from_rollups = where.end_ns - where.start_ns > EXACT_WINDOW_MAX_NS
+    if from_rollups:
+        require_rollup_filters(where)
     if from_rollups and dimension == "time":  # the rollups split at whole minutes
         sides = replace(sides, at_ns=rollup_at(sides.at_ns))
         if sides.at_ns <= where.start_ns:
