@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 
 from agentlat import semconv as sc
 from agentlat.collector.analysis.critical_path import SpanRecord, StreamedToolCall, TraceAnalysis, analyse
+from agentlat.collector.analysis.flat_traces import split_flat
 from agentlat.store import TRACE_ROW_SCHEMA, Store, StoreError, analysis_input_of
 
 log = logging.getLogger("agentlat.collector")
@@ -236,36 +237,36 @@ class TraceAssembler:
 
     def _analyse(self, project: str, traces: dict[str, list[_Held]]) -> int:
         try:
-            spans = self._spans_of(project, traces)
+            inputs = self._inputs_of(project, traces)
         except StoreError as exc:
             log.warning("cannot read traces for analysis, will retry: %s", exc)
             self._retry(project, traces)
             return 0
-        results = [(trace_id, analyse(records)) for trace_id, records in spans.items()]
-        table = trace_rows(project, results, time.time_ns() // 1000)
+        table, minutes = analysis_rows(project, inputs, time.time_ns() // 1000)
         try:
             self.store.write_traces(table)
         except StoreError as exc:
             log.warning("cannot store trace analyses, will retry: %s", exc)
             self._retry(project, traces)
             return 0
-        self.analysed += len(results)
+        self.analysed += table.num_rows
         self.analysed_at = time.time()
         if self.on_analysed is not None:
-            self.on_analysed(_minutes_to_roll_up([a for _, a in results]))
-        return len(results)
+            self.on_analysed(minutes)
+        return table.num_rows
 
-    def _spans_of(self, project: str, traces: dict[str, list[_Held]]) -> dict[str, list[SpanRecord]]:
-        """The traces' spans: from memory where the store holds exactly the rows held, else read back."""
+    def _inputs_of(self, project: str, traces: dict[str, list[_Held]]) -> list[pa.Table]:
+        """The traces' analysis input: from memory where the store holds exactly the rows held, else read back."""
         held = _held_spans(project, traces)
         complete = self._complete_in_memory(project, held) if held is not None else []
-        in_memory = (
-            spans_by_trace(held.filter(pc.is_in(held.column("trace_id"), pa.array(complete)))) if complete else {}
-        )
+        inputs = [held.filter(pc.is_in(held.column("trace_id"), pa.array(complete)))] if complete else []
+        in_memory = set(complete)
         missing = [trace_id for trace_id in traces if trace_id not in in_memory]
-        read = spans_by_trace(self.store.analysis_input(project, missing)) if missing else {}
-        self.read_back += len(read)
-        return in_memory | read
+        if missing:
+            read = self.store.analysis_input(project, missing)
+            self.read_back += pc.count_distinct(read.column("trace_id")).as_py()
+            inputs.append(read)
+        return inputs
 
     def _complete_in_memory(self, project: str, held: pa.Table) -> list[str]:
         """The held traces whose stored span rows are exactly the rows held, none with a repeated span id."""
@@ -460,10 +461,24 @@ def trace_rows(project: str, results: list[tuple[str, TraceAnalysis]], analysed_
     return pa.table([pa.array(columns[f.name], f.type) for f in TRACE_ROW_SCHEMA], schema=TRACE_ROW_SCHEMA)
 
 
-def _minutes_to_roll_up(analyses: list[TraceAnalysis]) -> list[int]:
+def analysis_rows(project: str, inputs: Iterable[pa.Table], analysed_at_us: int) -> tuple[pa.Table, list[int]]:
+    """The traces table's rows of every trace in these analysis inputs (each whole traces), and the minutes
+    (unix seconds) whose rollups they change. Flat traces are analysed in columnar form (``flat_traces``), the
+    others one by one by the reference, ``critical_path.analyse``."""
+    tables, results = [], []
+    for spans in inputs:
+        flat, rest = split_flat(spans, project, analysed_at_us)
+        tables.append(flat)
+        results.extend((trace_id, analyse(records)) for trace_id, records in spans_by_trace(rest).items())
+    tables.append(trace_rows(project, results, analysed_at_us))
+    table = pa.concat_tables(tables)
+    return table, _minutes_to_roll_up(table, [a for _, a in results])
+
+
+def _minutes_to_roll_up(table: pa.Table, analyses: list[TraceAnalysis]) -> list[int]:
     """The minutes (unix seconds) whose rollups the analyses change: each trace's start, and the minutes of
-    the spans it found seen again, which the span rollups now leave out."""
-    starts = [a.start_ns for a in analyses] + [start for a in analyses for _, start in a.seen_again]
+    the spans the reference found seen again, which the span rollups now leave out (a flat trace has none)."""
+    starts = pc.cast(table.column("Start"), pa.int64()).to_pylist() + [s for a in analyses for _, s in a.seen_again]
     return sorted({start // 60_000_000_000 * 60 for start in starts})
 
 
