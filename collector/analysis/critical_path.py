@@ -776,7 +776,7 @@ def _answered_by_tools(span: SpanRecord, first_tool: dict[str, SpanRecord]) -> i
 def _stream_end(span: SpanRecord) -> int | None:
     """When a model call's stream ended, if the span states it (start + TTFT + decode) and ended later."""
     ttft, decode = span.ttft_ms, span.decode_ms
-    if ttft is None or decode is None or not 0 < ttft + decode < _NO_LONGER_NS / 1e6:  # NaN and inf: none stated
+    if ttft is None or decode is None or not 0 < ttft + decode < NO_LONGER_NS / 1e6:  # NaN and inf: none stated
         return None
     end = span.start_ns + round((ttft + decode) * 1e6)
     return end if end < span.end_ns else None
@@ -789,13 +789,13 @@ def _stretched(span: SpanRecord) -> SpanRecord:
     if ttft is None or span.role != MODEL or span.is_server_span or span.phase:
         return span
     stated = ttft + (span.decode_ms or 0.0)
-    if not 0 < stated < _NO_LONGER_NS / 1e6:
+    if not 0 < stated < NO_LONGER_NS / 1e6:
         return span
     end = span.start_ns + round(stated * 1e6)
     return replace(span, end_ns=end) if end > span.end_ns else span
 
 
-_NO_LONGER_NS = 86_400 * 10**9  # a stream stated to last longer than a day is no statement
+NO_LONGER_NS = 86_400 * 10**9  # a stream stated to last longer than a day is no statement
 
 
 def _enclosed(keyed: list[tuple[int, int, int]], k: int, after: int | None = None) -> list[int]:
@@ -869,7 +869,7 @@ def _split_complete(spans: Sequence[SpanRecord]) -> bool:
 
 def _stream_read_untimed(span: SpanRecord) -> bool:
     ttft = span.ttft_ms
-    if ttft is None or span.decode_ms is not None or not _is_client_call(span) or not 0 < ttft < _NO_LONGER_NS / 1e6:
+    if ttft is None or span.decode_ms is not None or not _is_client_call(span) or not 0 < ttft < NO_LONGER_NS / 1e6:
         return False
     return span.start_ns + round(ttft * 1e6) > span.end_ns + _STREAM_SLACK_NS
 

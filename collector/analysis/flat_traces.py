@@ -29,10 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentlat import semconv as sc
+from agentlat.collector.analysis.critical_path import NO_LONGER_NS
 from agentlat.store import TRACE_ROW_SCHEMA
 
 NS_PER_MS = 1_000_000
-_NO_LONGER_MS = 86_400_000.0  # a stream stated to last longer than a day is no statement
+_NO_LONGER_MS = NO_LONGER_NS / 1e6  # the reference's bound on a stated stream, as its rules compare it
 _SAFE_ID = r"^[0-9A-Za-z_-]+$"
 _DETAILS_TAIL = '],"parallelisable":[],"dispatched":[],"dispatch_groups":[]}'
 _COLUMNS = (
